@@ -1,0 +1,42 @@
+//! Fixed windows aligned to multiples of the window length.
+
+use std::time::Duration;
+
+use crate::{Decision, Rule};
+
+/// State of a fixed window: which window, and how much it has admitted.
+///
+/// If the clock steps back into an earlier window, the later window's count
+/// is kept (conservative).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FixedWindow {
+    index: u64,
+    count: u32,
+}
+
+impl FixedWindow {
+    /// An empty window.
+    pub fn new() -> FixedWindow {
+        FixedWindow::default()
+    }
+
+    /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.
+    pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let window = rule.window_ms();
+        let cur = now / window;
+        if cur > self.index {
+            *self = FixedWindow { index: cur, count: 0 };
+        }
+        let ends = Duration::from_millis((self.index + 1) * window - now);
+        if u64::from(self.count) + u64::from(cost) <= u64::from(rule.limit()) {
+            self.count += cost;
+            return Decision::allowed(rule.limit(), rule.limit() - self.count, ends);
+        }
+        Decision::limited(rule.limit(), rule.limit().saturating_sub(self.count), ends, ends)
+    }
+
+    /// When the current window ends (0 when nothing was counted).
+    pub fn expires_at(&self, window: u64) -> u64 {
+        if self.count == 0 { 0 } else { (self.index + 1) * window }
+    }
+}

@@ -1,0 +1,59 @@
+//! The generic cell rate algorithm.
+
+use std::time::Duration;
+
+use crate::{Decision, Rule};
+
+/// State of GCRA: the theoretical arrival time (TAT) as whole milliseconds
+/// plus a remainder in `1/limit` ms, so the emission interval `W / limit` is
+/// kept exactly (no floating point).
+///
+/// A request of cost `c` at `now` moves `TAT' = max(TAT, now) + c·W/limit`
+/// and is admitted iff `TAT' - now <= W`: a full bucket holds `limit` units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gcra {
+    tat_ms: u64,
+    tat_rem: u64,
+}
+
+fn ceil_div(a: u128, b: u128) -> u128 {
+    a.div_ceil(b)
+}
+
+impl Gcra {
+    /// A full bucket.
+    pub fn new() -> Gcra {
+        Gcra::default()
+    }
+
+    /// `(TAT - now)` in units of `1/limit` ms, at least 0.
+    fn ahead(&self, n: u128, now: u64) -> u128 {
+        if self.tat_ms < now {
+            0
+        } else {
+            u128::from(self.tat_ms - now) * n + u128::from(self.tat_rem)
+        }
+    }
+
+    /// Decides a request of `cost` (1..=limit) at `now`, charging it if admitted.
+    pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let n = u128::from(rule.limit());
+        let w = u128::from(rule.window_ms());
+        let ahead = self.ahead(n, now);
+        let next = ahead + u128::from(cost) * w;
+        let ms = |units: u128| Duration::from_millis(ceil_div(units, n) as u64);
+        if next <= w * n {
+            self.tat_ms = now + (next / n) as u64;
+            self.tat_rem = (next % n) as u64;
+            let remaining = ((w * n - next) / w) as u32;
+            return Decision::allowed(rule.limit(), remaining, ms(next));
+        }
+        let remaining = (w * n).saturating_sub(ahead) / w;
+        Decision::limited(rule.limit(), remaining as u32, ms(next - w * n), ms(ahead))
+    }
+
+    /// When the bucket is full again (0 when it already is).
+    pub fn expires_at(&self) -> u64 {
+        self.tat_ms + u64::from(self.tat_rem > 0)
+    }
+}

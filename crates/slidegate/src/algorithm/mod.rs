@@ -1,0 +1,92 @@
+//! The algorithms as pure, deterministic state machines over explicit time.
+//!
+//! Each takes its state, a rule, the time in milliseconds and a cost, and
+//! returns a [`Decision`](crate::Decision). The memory store runs them
+//! directly; the Redis scripts implement the same definitions, and the tests
+//! compare the two decision by decision. Costs must already be validated
+//! (`1..=limit`, see [`validate_cost`](crate::validate_cost)).
+//!
+//! ```
+//! use std::num::NonZeroU32;
+//! use slidegate::{Rule, algorithm::State};
+//!
+//! let rule = Rule::per_second(NonZeroU32::new(2).unwrap());
+//! let mut state = State::new(&rule);
+//! assert!(state.check(&rule, 0, 1).allowed);
+//! assert!(state.check(&rule, 10, 1).allowed);
+//! let denied = state.check(&rule, 20, 1);
+//! assert!(!denied.allowed);
+//! // The first charge (t = 0) leaves the window at t = 1000.
+//! assert_eq!(denied.retry_after.as_millis(), 980);
+//! ```
+
+mod fixed_window;
+mod gcra;
+mod sliding_counter;
+mod sliding_log;
+
+pub use fixed_window::FixedWindow;
+pub use gcra::Gcra;
+pub use sliding_counter::{SlidingCounter, bucket_of, drop_time};
+pub use sliding_log::SlidingLog;
+
+use crate::{Algorithm, Decision, Rule};
+
+/// The state of any algorithm, for code that picks the algorithm at run time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum State {
+    /// See [`SlidingLog`].
+    Log(SlidingLog),
+    /// See [`SlidingCounter`].
+    Counter(SlidingCounter),
+    /// See [`FixedWindow`].
+    Fixed(FixedWindow),
+    /// See [`Gcra`].
+    Gcra(Gcra),
+}
+
+impl State {
+    /// Empty state for `rule`'s algorithm.
+    pub fn new(rule: &Rule) -> State {
+        match rule.algorithm() {
+            Algorithm::SlidingLog => State::Log(SlidingLog::new()),
+            Algorithm::SlidingCounter { .. } => State::Counter(SlidingCounter::new()),
+            Algorithm::FixedWindow => State::Fixed(FixedWindow::new()),
+            Algorithm::Gcra => State::Gcra(Gcra::new()),
+        }
+    }
+
+    /// Decides a request of `cost` (1..=limit) at `now` ms.
+    ///
+    /// If the state belongs to another algorithm than `rule`'s (a caller
+    /// mixing states), it is replaced by fresh state for `rule`.
+    pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let matches = matches!(
+            (&*self, rule.algorithm()),
+            (State::Log(_), Algorithm::SlidingLog)
+                | (State::Counter(_), Algorithm::SlidingCounter { .. })
+                | (State::Fixed(_), Algorithm::FixedWindow)
+                | (State::Gcra(_), Algorithm::Gcra)
+        );
+        if !matches {
+            *self = State::new(rule);
+        }
+        match self {
+            State::Log(s) => s.check(rule, now, cost),
+            State::Counter(s) => s.check(rule, now, cost),
+            State::Fixed(s) => s.check(rule, now, cost),
+            State::Gcra(s) => s.check(rule, now, cost),
+        }
+    }
+
+    /// The time (ms) from which this state holds no charge and can be dropped.
+    pub fn expires_at(&self, rule: &Rule) -> u64 {
+        match self {
+            State::Log(s) => s.expires_at(rule.window_ms()),
+            State::Counter(s) => u64::try_from(s.expires_at(rule)).unwrap_or(0),
+            State::Fixed(s) => s.expires_at(rule.window_ms()),
+            State::Gcra(s) => s.expires_at(),
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The exact sliding log.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::{Decision, Rule};
+
+/// State of an exact sliding log: every admitted request with its time and
+/// cost, oldest first.
+///
+/// A request at `now` is admitted iff the costs recorded in `(now - W, now]`
+/// plus its own stay within the limit. An entry stamped later than `now` (the
+/// clock stepped back) still counts: a clock step must not free capacity.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlidingLog {
+    /// `(time ms, cost)`, sorted by time.
+    entries: VecDeque<(u64, u32)>,
+    /// Sum of the costs in `entries`.
+    total: u64,
+}
+
+impl SlidingLog {
+    /// An empty log.
+    pub fn new() -> SlidingLog {
+        SlidingLog::default()
+    }
+
+    fn prune(&mut self, window: u64, now: u64) {
+        while let Some(&(ts, cost)) = self.entries.front() {
+            if ts.saturating_add(window) > now {
+                break;
+            }
+            self.entries.pop_front();
+            self.total -= u64::from(cost);
+        }
+    }
+
+    /// Decides a request of `cost` (1..=limit) at `now`, recording it if admitted.
+    pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let (limit, window) = (u64::from(rule.limit()), rule.window_ms());
+        self.prune(window, now);
+        let used = self.total;
+        if used + u64::from(cost) <= limit {
+            // Keep the log sorted even when the clock steps back.
+            let at = self.entries.partition_point(|&(ts, _)| ts <= now);
+            self.entries.insert(at, (now, cost));
+            self.total += u64::from(cost);
+            let remaining = (limit - self.total) as u32;
+            return Decision::allowed(rule.limit(), remaining, self.reset_after(window, now));
+        }
+        // Oldest charges leave first; find the one whose expiry frees enough.
+        let excess = used + u64::from(cost) - limit;
+        let mut freed = 0u64;
+        let mut retry_at = now;
+        for &(ts, c) in &self.entries {
+            freed += u64::from(c);
+            if freed >= excess {
+                retry_at = ts + window;
+                break;
+            }
+        }
+        Decision::limited(
+            rule.limit(),
+            (limit - used.min(limit)) as u32,
+            Duration::from_millis(retry_at.saturating_sub(now)),
+            self.reset_after(window, now),
+        )
+    }
+
+    fn reset_after(&self, window: u64, now: u64) -> Duration {
+        Duration::from_millis(self.expires_at(window).saturating_sub(now))
+    }
+
+    /// When the last recorded charge leaves the window (0 when empty).
+    pub fn expires_at(&self, window: u64) -> u64 {
+        self.entries.back().map_or(0, |&(ts, _)| ts + window)
+    }
+
+    /// Cost recorded at or before pruning time (for inspection and tests).
+    pub fn recorded(&self) -> u64 {
+        self.total
+    }
+}

@@ -1,0 +1,65 @@
+//! What a check answers.
+
+use std::time::Duration;
+
+/// How a decision came about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum State {
+    /// Admitted and charged.
+    Allowed,
+    /// Admitted, but the caller has been warned (penalty escalation).
+    Warned,
+    /// Denied: over the limit. Nothing was charged.
+    Limited,
+    /// Denied: the identity is banned (penalty escalation).
+    Banned,
+    /// Answered by a failure policy because the store could not be asked.
+    Degraded,
+}
+
+/// The answer to "may this caller do this now?".
+///
+/// Being over the limit is a `Decision` with `allowed == false`, never an
+/// error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Decision {
+    /// Whether the request may proceed. Denied requests are not charged.
+    pub allowed: bool,
+    /// How the decision came about.
+    pub state: State,
+    /// The rule's limit.
+    pub limit: u32,
+    /// Cost that could still be admitted now, after this decision.
+    pub remaining: u32,
+    /// Zero when allowed; otherwise exactly how long until this same request
+    /// would be admitted if nothing else arrives.
+    pub retry_after: Duration,
+    /// How long until the key holds no charge at all (full quota again).
+    pub reset_after: Duration,
+}
+
+impl Decision {
+    /// An admitted request.
+    pub fn allowed(limit: u32, remaining: u32, reset_after: Duration) -> Decision {
+        Decision {
+            allowed: true,
+            state: State::Allowed,
+            limit,
+            remaining,
+            retry_after: Duration::ZERO,
+            reset_after,
+        }
+    }
+
+    /// A request denied for being over the limit.
+    pub fn limited(limit: u32, remaining: u32, retry_after: Duration, reset_after: Duration) -> Decision {
+        Decision { allowed: false, state: State::Limited, limit, remaining, retry_after, reset_after }
+    }
+
+    /// Whether the request may proceed.
+    pub fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+}

@@ -1,0 +1,93 @@
+//! Identities (the "who" of a check) are untrusted input; this module turns
+//! them into bounded, safe key material.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, ErrorKind};
+use crate::rule::Rule;
+
+/// Identities longer than this many bytes are replaced by a digest.
+pub const MAX_IDENTITY_LEN: usize = 128;
+
+/// Turns a caller-supplied key into the identity stores use.
+///
+/// Identities that could steer a Redis Cluster slot or blow up key size —
+/// containing `{`, `}` or control characters, starting with `#`, or longer
+/// than [`MAX_IDENTITY_LEN`] bytes — are replaced by `#` followed by 32 hex
+/// digits of their SHA-256. A digest is stable across processes, so every
+/// node maps the same hostile key to the same identity (and limits it), and
+/// no plain identity can equal a digest because plain ones never start with `#`.
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidKey`] for an empty key.
+///
+/// ```
+/// use slidegate::encode_identity;
+///
+/// assert_eq!(encode_identity("user-42").unwrap(), "user-42");
+/// let hostile = encode_identity("{slot}\n").unwrap();
+/// assert!(hostile.starts_with('#') && hostile.len() == 33);
+/// assert!(encode_identity("").is_err());
+/// ```
+pub fn encode_identity(key: &str) -> Result<Cow<'_, str>, Error> {
+    if key.is_empty() {
+        return Err(Error::new(ErrorKind::InvalidKey, "key must not be empty"));
+    }
+    let plain = key.len() <= MAX_IDENTITY_LEN
+        && !key.starts_with('#')
+        && !key.chars().any(|c| c == '{' || c == '}' || c.is_control());
+    if plain {
+        return Ok(Cow::Borrowed(key));
+    }
+    let digest = Sha256::digest(key.as_bytes());
+    let mut out = String::with_capacity(33);
+    out.push('#');
+    for byte in &digest[..16] {
+        let _ = write!(out, "{byte:02x}");
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// Checks that `cost` can ever be admitted under `rule`.
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidCost`] when `cost` is 0 or larger than the limit.
+pub fn validate_cost(rule: &Rule, cost: u32) -> Result<(), Error> {
+    if cost == 0 {
+        return Err(Error::new(ErrorKind::InvalidCost, "cost must be at least 1"));
+    }
+    if cost > rule.limit() {
+        return Err(Error::new(
+            ErrorKind::InvalidCost,
+            format!("cost {cost} exceeds the limit {} and can never be admitted", rule.limit()),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_hostile_and_long_keys() {
+        for key in ["a{b}", "x\ny", "#abc", "\u{7f}", &"k".repeat(129), &"é".repeat(1 << 19)] {
+            let id = encode_identity(key).unwrap();
+            assert!(id.starts_with('#') && id.len() == 33, "{key:?} -> {id}");
+            assert_eq!(encode_identity(key).unwrap(), id, "stable");
+        }
+        assert_ne!(encode_identity("a{b}").unwrap(), encode_identity("a{c}").unwrap());
+    }
+
+    #[test]
+    fn keeps_plain_keys_including_non_ascii() {
+        for key in ["user:42", "10.0.0.1", "用户", "k".repeat(128).as_str(), "a b"] {
+            assert_eq!(encode_identity(key).unwrap(), key);
+        }
+    }
+}

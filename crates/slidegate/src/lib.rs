@@ -1,0 +1,58 @@
+//! slidegate: exact sliding-window rate limiting for Rust services.
+//!
+//! A decision looks back exactly one window from *now*, so the boundary
+//! burst of fixed windows (a full quota at 10:00:59 and another at 10:01:01)
+//! cannot happen. This crate holds the parts that know nothing of Redis or
+//! HTTP:
+//!
+//! * [`Rule`] — a limit per window and an [`Algorithm`], impossible to build invalid;
+//! * [`Decision`] — allowed or not, remaining, exact `retry_after`, `reset_after`;
+//! * [`algorithm`] — the algorithms as pure state machines over explicit time;
+//! * [`Store`] — the storage trait, with the embedded [`MemoryStore`];
+//!   `slidegate-redis` provides the Redis store;
+//! * [`Limiter`] — the facade applications call;
+//! * [`Clock`] with [`SystemClock`] and the test-friendly [`ManualClock`];
+//! * [`Error`] with an [`ErrorKind`] and [`Error::is_transient`].
+//!
+//! ```
+//! use std::num::NonZeroU32;
+//! use std::time::Duration;
+//! use slidegate::{Limiter, ManualClock, MemoryStore, Rule};
+//!
+//! # tokio_test_shim::block_on(async {
+//! let clock = ManualClock::new(0);
+//! let limiter = Limiter::new(MemoryStore::builder().clock(clock.clone()).build());
+//! let rule = Rule::per_second(NonZeroU32::new(2).unwrap());
+//!
+//! assert!(limiter.check(&rule, "alice").await?.allowed);
+//! clock.advance(Duration::from_millis(400));
+//! assert!(limiter.check(&rule, "alice").await?.allowed);
+//! let denied = limiter.check(&rule, "alice").await?;
+//! assert!(!denied.allowed);
+//! // Exact: the first request leaves the window 1 s after it was made.
+//! assert_eq!(denied.retry_after, Duration::from_millis(600));
+//! # Ok::<(), slidegate::Error>(()) }).unwrap();
+//! # mod tokio_test_shim { pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #   tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f) } }
+//! ```
+
+pub mod algorithm;
+mod clock;
+mod decision;
+mod error;
+mod identity;
+mod limiter;
+mod memory;
+mod rule;
+mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use decision::{Decision, State};
+pub use error::{Error, ErrorKind};
+pub use identity::{MAX_IDENTITY_LEN, encode_identity, validate_cost};
+pub use limiter::Limiter;
+pub use memory::{DEFAULT_MAX_KEYS, MemoryStore, MemoryStoreBuilder};
+pub use store::Store;
+pub use rule::{
+    Algorithm, DEFAULT_BUCKETS, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_NAME_LEN, MAX_WINDOW, Rule,
+};

@@ -1,0 +1,233 @@
+//! The embedded in-memory store.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::algorithm::State;
+use crate::{Clock, Decision, Error, ErrorKind, Rule, Store, SystemClock, encode_identity, validate_cost};
+
+/// Default [`MemoryStoreBuilder::max_keys`].
+pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+
+/// Every this many operations a shard drops its expired keys.
+const SWEEP_EVERY: u32 = 4096;
+
+struct Entry {
+    state: State,
+    /// Time (ms) from which `state` holds no charge and may be dropped.
+    expires_at: u64,
+}
+
+#[derive(Default)]
+struct Shard {
+    map: HashMap<Box<str>, Entry, foldhash::fast::RandomState>,
+    ops: u32,
+}
+
+impl Shard {
+    fn sweep(&mut self, now: u64) {
+        self.map.retain(|_, e| e.expires_at > now);
+    }
+}
+
+/// A concurrent in-memory [`Store`]: the embedded default for single-node
+/// use and tests, and the local fallback when Redis is unreachable.
+///
+/// * **Exact and atomic**: each key's state sits behind one of many shard
+///   locks; a check runs the pure [`algorithm`](crate::algorithm) under it.
+/// * **Expired state is reclaimed**: each shard drops keys whose window has
+///   passed every few thousand operations, and whenever it is full.
+/// * **Bounded**: at most [`max_keys`](MemoryStoreBuilder::max_keys) keys
+///   (state of one rule for one identity) are held. When full even after
+///   dropping expired keys, a check for a *new* key fails with
+///   [`ErrorKind::CapacityExhausted`] (transient) rather than evicting live
+///   state — evicting would let a flood of fresh keys reset everyone's
+///   limits. Existing keys keep working.
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use std::time::Duration;
+/// use slidegate::{ManualClock, MemoryStore, Rule, Store};
+///
+/// # tokio_test_shim::block_on(async {
+/// let clock = ManualClock::new(0);
+/// let store = MemoryStore::builder().clock(clock.clone()).build();
+/// let rule = Rule::per_second(NonZeroU32::new(1).unwrap());
+/// assert!(store.check(&rule, "alice", 1).await?.allowed);
+/// assert!(!store.check(&rule, "alice", 1).await?.allowed);
+/// clock.advance(Duration::from_secs(1));
+/// assert!(store.check(&rule, "alice", 1).await?.allowed);
+/// # Ok::<(), slidegate::Error>(()) }).unwrap();
+/// # mod tokio_test_shim { pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #   tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f) } }
+/// ```
+#[derive(Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: foldhash::fast::RandomState,
+    max_keys_per_shard: usize,
+    max_keys: usize,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("shards", &self.inner.shards.len())
+            .field("max_keys", &self.inner.max_keys)
+            .field("clock", &self.inner.clock)
+            .finish()
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new()
+    }
+}
+
+/// Configures a [`MemoryStore`].
+#[derive(Debug)]
+pub struct MemoryStoreBuilder {
+    max_keys: usize,
+    shards: usize,
+    clock: Arc<dyn Clock>,
+}
+
+impl MemoryStoreBuilder {
+    /// The most keys held at once (default [`DEFAULT_MAX_KEYS`]); see
+    /// [`MemoryStore`] for what happens when full. Spread evenly over the
+    /// shards, so a shard may fill slightly before the total is reached.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys.max(1);
+        self
+    }
+
+    /// Number of independently locked shards (rounded up to a power of two;
+    /// default: 16 × available cores, at least 16).
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards.clamp(1, 1 << 16).next_power_of_two();
+        self
+    }
+
+    /// The clock deciding "now" (default [`SystemClock`]).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Builds the store.
+    pub fn build(self) -> MemoryStore {
+        let shards = self.shards.min(self.max_keys.next_power_of_two());
+        let per_shard = self.max_keys.div_ceil(shards);
+        MemoryStore {
+            inner: Arc::new(Inner {
+                shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
+                hasher: foldhash::fast::RandomState::default(),
+                max_keys_per_shard: per_shard,
+                max_keys: self.max_keys,
+                clock: self.clock,
+            }),
+        }
+    }
+}
+
+impl MemoryStore {
+    /// A store with default settings and the system clock.
+    pub fn new() -> MemoryStore {
+        MemoryStore::builder().build()
+    }
+
+    /// Starts configuring a store.
+    pub fn builder() -> MemoryStoreBuilder {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        MemoryStoreBuilder {
+            max_keys: DEFAULT_MAX_KEYS,
+            shards: (cores * 16).max(16).next_power_of_two(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Number of keys currently held (including expired ones not yet dropped).
+    pub fn len(&self) -> usize {
+        self.inner.shards.iter().map(|s| lock(s).map.len()).sum()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drops every key whose state has expired, now.
+    pub fn purge_expired(&self) {
+        let now = self.inner.clock.now_ms();
+        for shard in self.inner.shards.iter() {
+            lock(shard).sweep(now);
+        }
+    }
+
+    /// Decides synchronously; [`Store::check`] wraps this.
+    ///
+    /// # Errors
+    ///
+    /// Invalid key or cost, or [`ErrorKind::CapacityExhausted`].
+    pub fn check_sync(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
+        validate_cost(rule, cost)?;
+        let identity = encode_identity(key)?;
+        let state_name = rule.state_name();
+        let part = rule.state_part();
+        let mut map_key = String::with_capacity(state_name.len() + part.len() + identity.len() + 2);
+        map_key.push_str(&state_name);
+        map_key.push(':');
+        map_key.push_str(&part);
+        map_key.push(':');
+        map_key.push_str(&identity);
+
+        let mut h = self.inner.hasher.build_hasher();
+        map_key.hash(&mut h);
+        let shard_index = (h.finish() as usize) & (self.inner.shards.len() - 1);
+        let now = self.inner.clock.now_ms();
+        let mut shard = lock(&self.inner.shards[shard_index]);
+        shard.ops = shard.ops.wrapping_add(1);
+        if shard.ops % SWEEP_EVERY == 0 {
+            shard.sweep(now);
+        }
+        if let Some(entry) = shard.map.get_mut(map_key.as_str()) {
+            let decision = entry.state.check(rule, now, cost);
+            entry.expires_at = entry.state.expires_at(rule);
+            return Ok(decision);
+        }
+        if shard.map.len() >= self.inner.max_keys_per_shard {
+            shard.sweep(now);
+            if shard.map.len() >= self.inner.max_keys_per_shard {
+                return Err(Error::new(
+                    ErrorKind::CapacityExhausted,
+                    format!("memory store holds its maximum of {} keys", self.inner.max_keys),
+                ));
+            }
+        }
+        let mut state = State::new(rule);
+        let decision = state.check(rule, now, cost);
+        let expires_at = state.expires_at(rule);
+        shard.map.insert(map_key.into_boxed_str(), Entry { state, expires_at });
+        Ok(decision)
+    }
+}
+
+/// A poisoned shard only means another thread panicked mid-check; the state
+/// is a plain value that is still consistent, so keep serving.
+fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Store for MemoryStore {
+    async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
+        self.check_sync(rule, key, cost)
+    }
+}

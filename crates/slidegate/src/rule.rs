@@ -1,0 +1,340 @@
+//! Rules: a limit per window, and the algorithm that enforces it.
+
+use std::fmt;
+use std::num::{NonZeroU16, NonZeroU32};
+use std::time::Duration;
+
+use crate::error::Error;
+
+/// The longest window a rule may have (366 days).
+///
+/// Bounded so that every timestamp and deadline a store computes stays an
+/// exact integer, also inside Redis' Lua (whose numbers are doubles).
+pub const MAX_WINDOW: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// The largest bucket count of a sliding counter.
+pub const MAX_BUCKETS: u16 = 1000;
+
+/// The default bucket count of a sliding counter.
+pub const DEFAULT_BUCKETS: NonZeroU16 = NonZeroU16::new(10).expect("10 is not zero");
+
+/// `limit × window (ms)` must stay below this for [`Algorithm::Gcra`], whose
+/// state is kept in fractions of a millisecond (2^53: exact in a double).
+pub const GCRA_MAX_PRODUCT: u64 = 1 << 53;
+
+/// The longest rule name.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// How a rule counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// Exact: a request is admitted iff the costs admitted in the last
+    /// window plus its own cost stay within the limit. Memory O(limit).
+    SlidingLog,
+    /// The window is cut into `buckets` buckets; a bucket counts while any
+    /// part of it lies inside the window. Never admits more than the limit in
+    /// any true window, may admit slightly less. Memory O(buckets).
+    SlidingCounter {
+        /// Number of buckets per window (1..=[`MAX_BUCKETS`], at most one per millisecond).
+        buckets: NonZeroU16,
+    },
+    /// Classic fixed windows aligned to multiples of the window length.
+    /// Allows up to twice the limit across a window boundary; offered for
+    /// migration and comparison.
+    FixedWindow,
+    /// Generic cell rate algorithm (a token bucket of `limit` tokens refilled
+    /// evenly over the window).
+    Gcra,
+}
+
+impl Algorithm {
+    /// A sliding counter with the default bucket count (10).
+    pub const SLIDING_COUNTER: Algorithm = Algorithm::SlidingCounter { buckets: DEFAULT_BUCKETS };
+
+    /// A short, stable name: `log`, `counter`, `fixed`, `gcra`.
+    ///
+    /// Stores use it to keep the state of different algorithms apart.
+    pub fn short_name(&self) -> &'static str {
+        match self {
+            Algorithm::SlidingLog => "log",
+            Algorithm::SlidingCounter { .. } => "counter",
+            Algorithm::FixedWindow => "fixed",
+            Algorithm::Gcra => "gcra",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Algorithm::SlidingLog => f.write_str("sliding log"),
+            Algorithm::SlidingCounter { buckets } => write!(f, "sliding counter ({buckets} buckets)"),
+            Algorithm::FixedWindow => f.write_str("fixed window"),
+            Algorithm::Gcra => f.write_str("GCRA"),
+        }
+    }
+}
+
+/// A rate limit: at most `limit` units of cost per `window`, enforced by an
+/// [`Algorithm`]. A `Rule` cannot hold invalid values.
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use std::time::Duration;
+/// use slidegate::{Algorithm, Rule};
+///
+/// // 100 per minute, exact sliding log (the default algorithm).
+/// let rule = Rule::per_minute(NonZeroU32::new(100).unwrap());
+/// assert_eq!(rule.limit(), 100);
+///
+/// // The general constructor says what is wrong.
+/// let err = Rule::new(0, Duration::from_secs(1)).unwrap_err();
+/// assert!(err.to_string().contains("limit must be at least 1"));
+///
+/// // Refinements are fallible when they can be invalid.
+/// let counter = Rule::new(50, Duration::from_secs(10))?
+///     .with_algorithm(Algorithm::SLIDING_COUNTER)?
+///     .named("login")?;
+/// assert_eq!(counter.name(), Some("login"));
+/// # Ok::<(), slidegate::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Rule {
+    limit: NonZeroU32,
+    window_ms: u64,
+    algorithm: Algorithm,
+    /// Names the state in the store. Without a name, the state is keyed by
+    /// the rule's parameters, so changing the limit starts from empty; with
+    /// one, the state survives a change of limit or window.
+    name: Option<Box<str>>,
+}
+
+const fn ms(d: Duration) -> u64 {
+    d.as_secs() * 1000 + d.subsec_millis() as u64
+}
+
+impl Rule {
+    /// `limit` per second, sliding log.
+    pub const fn per_second(limit: NonZeroU32) -> Rule {
+        Rule { limit, window_ms: 1000, algorithm: Algorithm::SlidingLog, name: None }
+    }
+
+    /// `limit` per minute, sliding log.
+    pub const fn per_minute(limit: NonZeroU32) -> Rule {
+        Rule { limit, window_ms: 60_000, algorithm: Algorithm::SlidingLog, name: None }
+    }
+
+    /// `limit` per hour, sliding log.
+    pub const fn per_hour(limit: NonZeroU32) -> Rule {
+        Rule { limit, window_ms: 3_600_000, algorithm: Algorithm::SlidingLog, name: None }
+    }
+
+    /// `limit` per day, sliding log.
+    pub const fn per_day(limit: NonZeroU32) -> Rule {
+        Rule { limit, window_ms: 86_400_000, algorithm: Algorithm::SlidingLog, name: None }
+    }
+
+    /// `limit` per `window`, sliding log.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidRule`](crate::ErrorKind::InvalidRule) when `limit`
+    /// is 0, `window` is shorter than 1 ms, longer than [`MAX_WINDOW`], or not
+    /// a whole number of milliseconds.
+    pub fn new(limit: u32, window: Duration) -> Result<Rule, Error> {
+        let limit = NonZeroU32::new(limit)
+            .ok_or_else(|| Error::invalid_rule("limit must be at least 1, got 0"))?;
+        if window < Duration::from_millis(1) {
+            return Err(Error::invalid_rule(format!(
+                "window must be at least 1ms, got {window:?}"
+            )));
+        }
+        if window > MAX_WINDOW {
+            return Err(Error::invalid_rule(format!(
+                "window must be at most {} days, got {window:?}",
+                MAX_WINDOW.as_secs() / 86_400
+            )));
+        }
+        if window.subsec_nanos() % 1_000_000 != 0 {
+            return Err(Error::invalid_rule(format!(
+                "window must be a whole number of milliseconds, got {window:?}"
+            )));
+        }
+        Ok(Rule { limit, window_ms: ms(window), algorithm: Algorithm::SlidingLog, name: None })
+    }
+
+    /// The same rule enforced by another algorithm.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidRule`](crate::ErrorKind::InvalidRule) when a
+    /// sliding counter has more than [`MAX_BUCKETS`] buckets or more buckets
+    /// than the window has milliseconds, or when GCRA's `limit × window (ms)`
+    /// reaches [`GCRA_MAX_PRODUCT`].
+    pub fn with_algorithm(mut self, algorithm: Algorithm) -> Result<Rule, Error> {
+        match algorithm {
+            Algorithm::SlidingCounter { buckets } => {
+                if buckets.get() > MAX_BUCKETS {
+                    return Err(Error::invalid_rule(format!(
+                        "a sliding counter has at most {MAX_BUCKETS} buckets, got {buckets}"
+                    )));
+                }
+                if u64::from(buckets.get()) > self.window_ms {
+                    return Err(Error::invalid_rule(format!(
+                        "{buckets} buckets do not fit a {}ms window (at most one bucket per millisecond)",
+                        self.window_ms
+                    )));
+                }
+            }
+            Algorithm::Gcra => {
+                if u64::from(self.limit.get()).saturating_mul(self.window_ms) >= GCRA_MAX_PRODUCT {
+                    return Err(Error::invalid_rule(format!(
+                        "GCRA needs limit × window(ms) < 2^53, got {} × {}",
+                        self.limit, self.window_ms
+                    )));
+                }
+            }
+            Algorithm::SlidingLog | Algorithm::FixedWindow => {}
+        }
+        self.algorithm = algorithm;
+        Ok(self)
+    }
+
+    /// The same rule under a stable name, which keys its state in the store.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidRule`](crate::ErrorKind::InvalidRule) unless the
+    /// name is 1 to [`MAX_NAME_LEN`] characters of `A-Z a-z 0-9 _ - .`.
+    pub fn named(mut self, name: &str) -> Result<Rule, Error> {
+        let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        if name.is_empty() || name.len() > MAX_NAME_LEN || !name.chars().all(ok_char) {
+            return Err(Error::invalid_rule(format!(
+                "rule name must be 1..={MAX_NAME_LEN} characters of A-Z a-z 0-9 _ - ., got {:?}",
+                name.chars().take(80).collect::<String>()
+            )));
+        }
+        self.name = Some(name.into());
+        Ok(self)
+    }
+
+    /// The most cost admitted per window.
+    pub fn limit(&self) -> u32 {
+        self.limit.get()
+    }
+
+    /// The window length.
+    pub fn window(&self) -> Duration {
+        Duration::from_millis(self.window_ms)
+    }
+
+    /// The window length in milliseconds.
+    pub fn window_ms(&self) -> u64 {
+        self.window_ms
+    }
+
+    /// The algorithm enforcing this rule.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The name given with [`Rule::named`], if any.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The name under which stores keep this rule's state: the rule's name,
+    /// or, for an unnamed rule, its parameters (`<limit>-<window ms>`).
+    /// Contains only `A-Z a-z 0-9 _ - .`.
+    pub fn state_name(&self) -> std::borrow::Cow<'_, str> {
+        match &self.name {
+            Some(name) => std::borrow::Cow::Borrowed(name),
+            None => std::borrow::Cow::Owned(format!("{}-{}", self.limit, self.window_ms)),
+        }
+    }
+
+    /// Names the kind of state this rule keeps, so rules that read state
+    /// differently never share it: `log`, `gcra`, `c<buckets>w<window ms>`
+    /// (bucket indices depend on both) and `f<window ms>`.
+    pub fn state_part(&self) -> std::borrow::Cow<'static, str> {
+        match self.algorithm {
+            Algorithm::SlidingLog => "log".into(),
+            Algorithm::Gcra => "gcra".into(),
+            Algorithm::SlidingCounter { buckets } => format!("c{buckets}w{}", self.window_ms).into(),
+            Algorithm::FixedWindow => format!("f{}", self.window_ms).into(),
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(name) = &self.name {
+            write!(f, "{name}: ")?;
+        }
+        write!(f, "{} per {:?} ({})", self.limit, self.window(), self.algorithm)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    fn nz(n: u32) -> NonZeroU32 {
+        NonZeroU32::new(n).unwrap()
+    }
+
+    #[test]
+    fn constructors_set_windows() {
+        assert_eq!(Rule::per_second(nz(5)).window(), Duration::from_secs(1));
+        assert_eq!(Rule::per_minute(nz(5)).window_ms(), 60_000);
+        assert_eq!(Rule::per_hour(nz(5)).window_ms(), 3_600_000);
+        assert_eq!(Rule::per_day(nz(5)).window_ms(), 86_400_000);
+        assert_eq!(Rule::per_day(nz(5)).algorithm(), Algorithm::SlidingLog);
+    }
+
+    #[test]
+    fn invalid_rules_say_what_is_wrong() {
+        let cases = [
+            (Rule::new(0, Duration::from_secs(1)), "limit must be at least 1"),
+            (Rule::new(1, Duration::ZERO), "at least 1ms"),
+            (Rule::new(1, Duration::from_micros(999)), "at least 1ms"),
+            (Rule::new(1, Duration::from_micros(1500)), "whole number of milliseconds"),
+            (Rule::new(1, Duration::MAX), "at most 366 days"),
+        ];
+        for (result, needle) in cases {
+            let err = result.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidRule);
+            assert!(err.to_string().contains(needle), "{err} should contain {needle}");
+        }
+    }
+
+    #[test]
+    fn bucket_bounds() {
+        let rule = Rule::new(10, Duration::from_millis(5)).unwrap();
+        let six = Algorithm::SlidingCounter { buckets: NonZeroU16::new(6).unwrap() };
+        assert!(rule.clone().with_algorithm(six).unwrap_err().to_string().contains("do not fit"));
+        let many = Algorithm::SlidingCounter { buckets: NonZeroU16::new(1001).unwrap() };
+        let long = Rule::per_hour(nz(1));
+        assert!(long.with_algorithm(many).unwrap_err().to_string().contains("at most 1000"));
+    }
+
+    #[test]
+    fn gcra_product_bound() {
+        let rule = Rule::per_day(nz(u32::MAX));
+        assert!(rule.with_algorithm(Algorithm::Gcra).is_err());
+        assert!(Rule::per_day(nz(1_000_000)).with_algorithm(Algorithm::Gcra).is_ok());
+    }
+
+    #[test]
+    fn names_are_checked() {
+        let rule = Rule::per_second(nz(1));
+        assert!(rule.clone().named("api.v1_login-x").is_ok());
+        for bad in ["", "a:b", "{x}", "with space", &"x".repeat(65)] {
+            assert_eq!(rule.clone().named(bad).unwrap_err().kind(), ErrorKind::InvalidRule);
+        }
+        assert_eq!(rule.state_name(), "1-1000");
+        assert_eq!(rule.named("api").unwrap().state_name(), "api");
+    }
+}
