@@ -1,0 +1,39 @@
+//! Key layout: `<prefix><rule>:{<identity>}:<part>`.
+//!
+//! The `{identity}` hash tag puts every key of one identity (its log, and
+//! later its violation counter and ban) in one Cluster slot, so one script
+//! may touch them all. The identity has already been made safe by
+//! [`slidegate::encode_identity`]: it cannot contain braces, so nobody can
+//! steer the slot, and it is at most 128 bytes.
+
+use slidegate::{Error, Rule, encode_identity};
+
+/// The Redis key holding `rule`'s state for `key`.
+///
+/// # Errors
+///
+/// [`InvalidKey`](slidegate::ErrorKind::InvalidKey) for an empty key.
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use slidegate::Rule;
+///
+/// let rule = Rule::per_minute(NonZeroU32::new(100).unwrap()).named("api")?;
+/// assert_eq!(slidegate_redis::state_key("sg:", &rule, "user-1")?, "sg:api:{user-1}:log");
+/// let hostile = slidegate_redis::state_key("sg:", &rule, "a}{b")?;
+/// assert!(hostile.starts_with("sg:api:{#"));
+/// # Ok::<(), slidegate::Error>(())
+/// ```
+pub fn state_key(prefix: &str, rule: &Rule, key: &str) -> Result<String, Error> {
+    let identity = encode_identity(key)?;
+    let name = rule.state_name();
+    let part = rule.state_part();
+    let mut out = String::with_capacity(prefix.len() + name.len() + identity.len() + part.len() + 4);
+    out.push_str(prefix);
+    out.push_str(&name);
+    out.push_str(":{");
+    out.push_str(&identity);
+    out.push_str("}:");
+    out.push_str(&part);
+    Ok(out)
+}

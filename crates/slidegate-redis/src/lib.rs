@@ -1,0 +1,31 @@
+//! Redis store for slidegate.
+//!
+//! [`RedisStore`] implements [`slidegate::Store`] on Redis: every decision
+//! is one atomic Lua script call (`scripts/*.lua`, one per algorithm), the
+//! Redis server's clock decides "now", sliding-log members are unique per
+//! admitted unit, every key carries a TTL, and identities are hash-tagged so
+//! one identity's keys share a Cluster slot. Errors are
+//! [`slidegate::Error`]s, classified as transient (unreachable, timeout) or
+//! not at this crate's boundary.
+//!
+//! ```no_run
+//! use std::num::NonZeroU32;
+//! use slidegate::{Limiter, Rule};
+//! use slidegate_redis::RedisStore;
+//!
+//! # async fn demo() -> Result<(), slidegate::Error> {
+//! let limiter = Limiter::new(RedisStore::connect("redis://127.0.0.1:6380/").await?);
+//! let rule = Rule::per_second(NonZeroU32::new(10).unwrap());
+//! if !limiter.check(&rule, "203.0.113.9").await?.allowed {
+//!     // answer 429
+//! }
+//! # Ok(()) }
+//! ```
+
+mod errors;
+mod keys;
+pub mod scripts;
+mod store;
+
+pub use keys::state_key;
+pub use store::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RESPONSE_TIMEOUT, RedisStore, RedisStoreBuilder};

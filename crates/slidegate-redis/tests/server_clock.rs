@@ -1,0 +1,145 @@
+//! Exactness under concurrency on the Redis server's clock, unique members,
+//! TTLs, and transparent script reloads.
+
+mod support;
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use slidegate::{Algorithm, ManualClock, Rule, Store};
+use slidegate_testkit::conformance::{START_MS, rule};
+
+/// 64 tasks hammering one key admit exactly N in a window: the script is
+/// atomic, so no two tasks take the last unit. (The blog scripts' burst
+/// admitted ~4x the limit.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_tasks_admit_exactly_the_limit() {
+    let server = support::server();
+    let store = support::server_clock_store(&server, "concurrent").await;
+    for algorithm in [Algorithm::SlidingLog, Algorithm::SLIDING_COUNTER] {
+        // A window far longer than the test: every request is in one window.
+        let rule = rule(100, 600_000, algorithm);
+        let tasks = (0..64).map(|_| {
+            let (store, rule) = (store.clone(), rule.clone());
+            tokio::spawn(async move {
+                let mut admitted = 0u32;
+                for _ in 0..20 {
+                    admitted += u32::from(store.check(&rule, "hot", 1).await.expect("check").allowed);
+                }
+                admitted
+            })
+        });
+        let admitted: u32 = join_all(tasks).await.into_iter().map(|r| r.expect("task")).sum();
+        assert_eq!(admitted, 100, "{rule}: 1280 concurrent requests, limit 100");
+    }
+}
+
+/// 1000 requests stamped with the same millisecond, from several clients
+/// (separate connections), admit exactly N: members never collapse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_millisecond_requests_never_collapse() {
+    let server = support::server();
+    let clock = ManualClock::new(START_MS);
+    let prefix = support::unique_prefix("same-ms");
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(
+            slidegate_redis::RedisStore::builder(server.url())
+                .prefix(prefix.clone())
+                .client_clock(clock.clone())
+                .connect()
+                .await
+                .expect("connect"),
+        );
+    }
+    let rule = rule(100, 1000, Algorithm::SlidingLog);
+    let tasks = (0..1000).map(|i| {
+        let (store, rule) = (clients[i % 4].clone(), rule.clone());
+        tokio::spawn(async move { store.check(&rule, "ms", 1).await.expect("check").allowed })
+    });
+    let admitted = join_all(tasks).await.into_iter().filter(|r| *r.as_ref().expect("task")).count();
+    assert_eq!(admitted, 100);
+    let mut conn = clients[0].connection();
+    let key = slidegate_redis::state_key(&prefix, &rule, "ms").expect("key");
+    let members: u64 = redis::cmd("ZCARD").arg(&key).query_async(&mut conn).await.expect("ZCARD");
+    assert_eq!(members, 100, "one member per admitted request");
+}
+
+/// Every key any algorithm writes carries a TTL of at most window + 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_is_left_without_ttl() {
+    let server = support::server();
+    let store = support::server_clock_store(&server, "ttl").await;
+    let window = 2_000;
+    for algorithm in slidegate_testkit::conformance::algorithms(10) {
+        let rule = rule(5, window, algorithm);
+        for i in 0..40 {
+            let key = format!("user-{}", i % 7);
+            let _ = store.check(&rule, &key, 1 + i % 3).await.expect("check");
+        }
+        let huge = "h".repeat(1 << 20);
+        for key in ["{x}", "a\nb", huge.as_str()] {
+            let _ = store.check(&rule, key, 1).await.expect("hostile key");
+        }
+    }
+    let keys = support::keys_with_ttl(&store, store.prefix()).await;
+    assert!(keys.len() >= 4 * 10, "expected keys, got {}", keys.len());
+    for (key, ttl) in &keys {
+        assert!(*ttl > 0 && *ttl <= window as i64 + 1000, "{key} has PTTL {ttl}");
+        assert!(key.len() < 120, "key is bounded: {} bytes", key.len());
+    }
+}
+
+/// `SCRIPT FLUSH` in the middle of a run surfaces no error: the store
+/// reloads the script on NOSCRIPT and retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_mid_run_is_invisible() {
+    let server = support::server();
+    let store = support::server_clock_store(&server, "flush").await;
+    let rules: Vec<Rule> =
+        slidegate_testkit::conformance::algorithms(10).into_iter().map(|a| rule(1000, 60_000, a)).collect();
+    for round in 0..5 {
+        let tasks = (0..32).map(|i| {
+            let (store, rule) = (store.clone(), rules[i % rules.len()].clone());
+            tokio::spawn(async move { store.check(&rule, &format!("k{i}"), 1).await })
+        });
+        assert_eq!(server.command("SCRIPT FLUSH").expect("flush"), "+OK", "round {round}");
+        for result in join_all(tasks).await {
+            result.expect("task").expect("no error after SCRIPT FLUSH");
+        }
+    }
+}
+
+/// A dead server is an `Err` that says so (transient), never a silent allow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_server_is_a_transient_error() {
+    let mut server = support::server();
+    let store = slidegate_redis::RedisStore::builder(server.url())
+        .prefix(support::unique_prefix("dead"))
+        .response_timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .expect("connect");
+    let rule = rule(10, 1000, Algorithm::SlidingLog);
+    assert!(store.check(&rule, "k", 1).await.expect("alive").allowed);
+    server.kill();
+    let err = store.check(&rule, "k", 1).await.expect_err("server is dead");
+    assert!(err.is_transient(), "{err}");
+    server.restart().expect("restart");
+    let mut recovered = false;
+    for _ in 0..50 {
+        if store.check(&rule, "k", 1).await.is_ok() {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(recovered, "the store reconnects by itself after a restart");
+}
+
+/// A bad URL is a clear error, not a panic.
+#[tokio::test]
+async fn bad_url_is_a_clear_error() {
+    let err = slidegate_redis::RedisStore::connect("not a url").await.expect_err("bad url");
+    assert!(err.to_string().contains("invalid Redis URL"), "{err}");
+}

@@ -1,0 +1,45 @@
+//! Shared helpers for the Redis integration tests.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use slidegate::ManualClock;
+use slidegate_redis::RedisStore;
+use slidegate_testkit::RedisServer;
+
+/// A prefix no other test in this process uses.
+pub fn unique_prefix(test: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("t:{test}:{}:", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+pub fn server() -> RedisServer {
+    RedisServer::start().expect("start redis-server (apt-get install redis-server)")
+}
+
+/// A store reading Redis' own clock.
+pub async fn server_clock_store(server: &RedisServer, test: &str) -> RedisStore {
+    RedisStore::builder(server.url()).prefix(unique_prefix(test)).connect().await.expect("connect")
+}
+
+/// A store in client-clock mode driven by `clock`.
+pub async fn client_clock_store(server: &RedisServer, test: &str, clock: ManualClock) -> RedisStore {
+    RedisStore::builder(server.url())
+        .prefix(unique_prefix(test))
+        .client_clock(clock)
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// Every key under `prefix` with its PTTL (ms; -1 = no TTL, -2 = gone).
+pub async fn keys_with_ttl(store: &RedisStore, prefix: &str) -> Vec<(String, i64)> {
+    let mut conn = store.connection();
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}*")).query_async(&mut conn).await.expect("KEYS");
+    let mut out = Vec::new();
+    for key in keys {
+        let ttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut conn).await.expect("PTTL");
+        out.push((key, ttl));
+    }
+    out
+}
