@@ -28,4 +28,6 @@ pub mod scripts;
 mod store;
 
 pub use keys::state_key;
-pub use store::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RESPONSE_TIMEOUT, RedisStore, RedisStoreBuilder};
+pub use store::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RESPONSE_TIMEOUT, RedisStore, RedisStoreBuilder,
+};

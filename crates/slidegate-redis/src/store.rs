@@ -115,12 +115,11 @@ impl RedisStoreBuilder {
     /// [`ErrorKind::Backend`] for a malformed URL; `Unavailable`/`Timeout`
     /// when the server cannot be reached.
     pub async fn connect(self) -> Result<RedisStore, Error> {
-        let client = redis::Client::open(self.url.as_str())
-            .map_err(|e| Error::with_source(ErrorKind::Backend, format!("invalid Redis URL {:?}", self.url), e))?;
-        let info = client
-            .get_connection_info()
-            .clone()
-            .set_tcp_settings(TcpSettings::default().set_nodelay(true));
+        let client = redis::Client::open(self.url.as_str()).map_err(|e| {
+            Error::with_source(ErrorKind::Backend, format!("invalid Redis URL {:?}", self.url), e)
+        })?;
+        let info =
+            client.get_connection_info().clone().set_tcp_settings(TcpSettings::default().set_nodelay(true));
         let client = redis::Client::open(info).map_err(|e| from_redis("configuring the client", e))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
@@ -131,7 +130,9 @@ impl RedisStoreBuilder {
             .await
             .map_err(|e| from_redis(&format!("connecting to {}", self.url), e))?;
         let scripts = Scripts::new();
-        for algorithm in [Algorithm::SlidingLog, Algorithm::SLIDING_COUNTER, Algorithm::FixedWindow, Algorithm::Gcra] {
+        for algorithm in
+            [Algorithm::SlidingLog, Algorithm::SLIDING_COUNTER, Algorithm::FixedWindow, Algorithm::Gcra]
+        {
             scripts
                 .for_algorithm(algorithm)
                 .load_async(&mut conn)

@@ -146,9 +146,11 @@ pub async fn weighted_costs<S: Store>(store: &S, clock: &ManualClock) {
 pub async fn bad_input_is_an_error<S: Store>(store: &S) {
     for algorithm in algorithms(10) {
         let rule = rule(3, 1000, algorithm);
-        for (key, cost, kind) in
-            [("k", 0, ErrorKind::InvalidCost), ("k", 4, ErrorKind::InvalidCost), ("", 1, ErrorKind::InvalidKey)]
-        {
+        for (key, cost, kind) in [
+            ("k", 0, ErrorKind::InvalidCost),
+            ("k", 4, ErrorKind::InvalidCost),
+            ("", 1, ErrorKind::InvalidKey),
+        ] {
             let err = store.check(&rule, key, cost).await.expect_err("must be an error");
             assert_eq!(err.kind(), kind, "{rule} key {key:?} cost {cost}: {err}");
             assert!(!err.is_transient());
@@ -167,7 +169,11 @@ pub async fn hostile_keys_work_and_stay_apart<S: Store>(store: &S) {
         assert!(ok(store, &rule, key, 2).await.allowed, "{:?}", &key[..key.len().min(10)]);
     }
     for key in keys {
-        assert!(!ok(store, &rule, key, 1).await.allowed, "{:?} keeps its own count", &key[..key.len().min(10)]);
+        assert!(
+            !ok(store, &rule, key, 1).await.allowed,
+            "{:?} keeps its own count",
+            &key[..key.len().min(10)]
+        );
     }
 }
 

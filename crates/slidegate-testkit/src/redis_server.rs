@@ -91,7 +91,10 @@ fn spawn(binary: &PathBuf, port: u16, dir: &tempfile::TempDir, extra: &[String])
         .map_err(|e| {
             io::Error::new(
                 e.kind(),
-                format!("cannot run {} ({e}); install it with `apt-get install redis-server`", binary.display()),
+                format!(
+                    "cannot run {} ({e}); install it with `apt-get install redis-server`",
+                    binary.display()
+                ),
             )
         })
 }
@@ -108,7 +111,8 @@ impl RedisServer {
 
     /// Starts configuring a server.
     pub fn builder() -> RedisServerBuilder {
-        let binary = std::env::var_os("SLIDEGATE_REDIS_SERVER").map_or_else(|| "redis-server".into(), PathBuf::from);
+        let binary =
+            std::env::var_os("SLIDEGATE_REDIS_SERVER").map_or_else(|| "redis-server".into(), PathBuf::from);
         RedisServerBuilder { binary, extra_args: Vec::new() }
     }
 

@@ -4,8 +4,8 @@ use slidegate::MemoryStore;
 
 #[tokio::test]
 async fn memory_store_conforms() {
-    slidegate_testkit::conformance::run_all(|clock| async move {
-        MemoryStore::builder().clock(clock).build()
-    })
+    slidegate_testkit::conformance::run_all(
+        |clock| async move { MemoryStore::builder().clock(clock).build() },
+    )
     .await;
 }

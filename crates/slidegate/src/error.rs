@@ -75,10 +75,7 @@ impl Error {
     /// True for infrastructure failures (unavailable, timeout, capacity);
     /// false for invalid input, which fails the same way every time.
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self.kind,
-            ErrorKind::Unavailable | ErrorKind::Timeout | ErrorKind::CapacityExhausted
-        )
+        matches!(self.kind, ErrorKind::Unavailable | ErrorKind::Timeout | ErrorKind::CapacityExhausted)
     }
 
     /// Whether the store did not answer in time.

@@ -52,7 +52,5 @@ pub use error::{Error, ErrorKind};
 pub use identity::{MAX_IDENTITY_LEN, encode_identity, validate_cost};
 pub use limiter::Limiter;
 pub use memory::{DEFAULT_MAX_KEYS, MemoryStore, MemoryStoreBuilder};
+pub use rule::{Algorithm, DEFAULT_BUCKETS, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_NAME_LEN, MAX_WINDOW, Rule};
 pub use store::Store;
-pub use rule::{
-    Algorithm, DEFAULT_BUCKETS, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_NAME_LEN, MAX_WINDOW, Rule,
-};

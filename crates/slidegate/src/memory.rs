@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::algorithm::State;
@@ -189,13 +189,11 @@ impl MemoryStore {
         map_key.push(':');
         map_key.push_str(&identity);
 
-        let mut h = self.inner.hasher.build_hasher();
-        map_key.hash(&mut h);
-        let shard_index = (h.finish() as usize) & (self.inner.shards.len() - 1);
+        let shard_index = (self.inner.hasher.hash_one(&map_key) as usize) & (self.inner.shards.len() - 1);
         let now = self.inner.clock.now_ms();
         let mut shard = lock(&self.inner.shards[shard_index]);
         shard.ops = shard.ops.wrapping_add(1);
-        if shard.ops % SWEEP_EVERY == 0 {
+        if shard.ops.is_multiple_of(SWEEP_EVERY) {
             shard.sweep(now);
         }
         if let Some(entry) = shard.map.get_mut(map_key.as_str()) {

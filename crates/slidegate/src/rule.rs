@@ -143,12 +143,10 @@ impl Rule {
     /// is 0, `window` is shorter than 1 ms, longer than [`MAX_WINDOW`], or not
     /// a whole number of milliseconds.
     pub fn new(limit: u32, window: Duration) -> Result<Rule, Error> {
-        let limit = NonZeroU32::new(limit)
-            .ok_or_else(|| Error::invalid_rule("limit must be at least 1, got 0"))?;
+        let limit =
+            NonZeroU32::new(limit).ok_or_else(|| Error::invalid_rule("limit must be at least 1, got 0"))?;
         if window < Duration::from_millis(1) {
-            return Err(Error::invalid_rule(format!(
-                "window must be at least 1ms, got {window:?}"
-            )));
+            return Err(Error::invalid_rule(format!("window must be at least 1ms, got {window:?}")));
         }
         if window > MAX_WINDOW {
             return Err(Error::invalid_rule(format!(
@@ -156,7 +154,7 @@ impl Rule {
                 MAX_WINDOW.as_secs() / 86_400
             )));
         }
-        if window.subsec_nanos() % 1_000_000 != 0 {
+        if !window.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(Error::invalid_rule(format!(
                 "window must be a whole number of milliseconds, got {window:?}"
             )));

@@ -20,11 +20,21 @@ pub trait Store: Send + Sync + 'static {
     /// Invalid input ([`InvalidKey`](crate::ErrorKind::InvalidKey),
     /// [`InvalidCost`](crate::ErrorKind::InvalidCost)) or a store failure.
     /// Being over the limit is `Ok` with a denied [`Decision`].
-    fn check(&self, rule: &Rule, key: &str, cost: u32) -> impl Future<Output = Result<Decision, Error>> + Send;
+    fn check(
+        &self,
+        rule: &Rule,
+        key: &str,
+        cost: u32,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send;
 }
 
 impl<S: Store> Store for std::sync::Arc<S> {
-    fn check(&self, rule: &Rule, key: &str, cost: u32) -> impl Future<Output = Result<Decision, Error>> + Send {
+    fn check(
+        &self,
+        rule: &Rule,
+        key: &str,
+        cost: u32,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
         (**self).check(rule, key, cost)
     }
 }

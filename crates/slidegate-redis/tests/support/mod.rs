@@ -35,7 +35,8 @@ pub async fn client_clock_store(server: &RedisServer, test: &str, clock: ManualC
 /// Every key under `prefix` with its PTTL (ms; -1 = no TTL, -2 = gone).
 pub async fn keys_with_ttl(store: &RedisStore, prefix: &str) -> Vec<(String, i64)> {
     let mut conn = store.connection();
-    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}*")).query_async(&mut conn).await.expect("KEYS");
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{prefix}*")).query_async(&mut conn).await.expect("KEYS");
     let mut out = Vec::new();
     for key in keys {
         let ttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut conn).await.expect("PTTL");

@@ -28,11 +28,7 @@ impl Gcra {
 
     /// `(TAT - now)` in units of `1/limit` ms, at least 0.
     fn ahead(&self, n: u128, now: u64) -> u128 {
-        if self.tat_ms < now {
-            0
-        } else {
-            u128::from(self.tat_ms - now) * n + u128::from(self.tat_rem)
-        }
+        if self.tat_ms < now { 0 } else { u128::from(self.tat_ms - now) * n + u128::from(self.tat_rem) }
     }
 
     /// Decides a request of `cost` (1..=limit) at `now`, charging it if admitted.
