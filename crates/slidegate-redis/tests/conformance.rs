@@ -10,4 +10,5 @@ async fn redis_store_conforms() {
         async move { support::client_clock_store(server, "conformance", clock).await }
     })
     .await;
+    support::assert_every_key_has_ttl(&server).await;
 }

@@ -61,6 +61,7 @@ fn redis_store_matches_the_model() {
             Ok(())
         })
     });
+    runtime.block_on(support::assert_every_key_has_ttl(&server));
     if let Err(e) = result {
         panic!("{e}");
     }

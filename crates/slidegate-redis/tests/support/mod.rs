@@ -44,3 +44,14 @@ pub async fn keys_with_ttl(store: &RedisStore, prefix: &str) -> Vec<(String, i64
     }
     out
 }
+
+/// Asserts that every key on `server` has a TTL (none was left without one).
+pub async fn assert_every_key_has_ttl(server: &RedisServer) {
+    let client = redis::Client::open(server.url()).expect("url");
+    let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(&mut conn).await.expect("KEYS");
+    for key in keys {
+        let ttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut conn).await.expect("PTTL");
+        assert!(ttl != -1, "{key} has no TTL");
+    }
+}
