@@ -57,6 +57,7 @@ struct Inner {
     /// `None`: the Redis server's clock decides.
     clock: Option<Arc<dyn Clock>>,
     scripts: Scripts,
+    /// Redacted (no password): only for `Debug`.
     url: String,
 }
 
@@ -71,13 +72,24 @@ impl fmt::Debug for RedisStore {
 }
 
 /// Configures a [`RedisStore`].
-#[derive(Debug)]
 pub struct RedisStoreBuilder {
     url: String,
     prefix: String,
     clock: Option<Arc<dyn Clock>>,
     connect_timeout: Duration,
     response_timeout: Duration,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreBuilder")
+            .field("url", &redact(&self.url))
+            .field("prefix", &self.prefix)
+            .field("client_clock", &self.clock.is_some())
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .finish()
+    }
 }
 
 impl RedisStoreBuilder {
@@ -115,9 +127,9 @@ impl RedisStoreBuilder {
     /// [`ErrorKind::Backend`] for a malformed URL; `Unavailable`/`Timeout`
     /// when the server cannot be reached.
     pub async fn connect(self) -> Result<RedisStore, Error> {
-        let client = redis::Client::open(self.url.as_str()).map_err(|e| {
-            Error::with_source(ErrorKind::Backend, format!("invalid Redis URL {:?}", self.url), e)
-        })?;
+        let url = redact(&self.url);
+        let client = redis::Client::open(self.url.as_str())
+            .map_err(|e| Error::with_source(ErrorKind::Backend, format!("invalid Redis URL {url:?}"), e))?;
         let info =
             client.get_connection_info().clone().set_tcp_settings(TcpSettings::default().set_nodelay(true));
         let client = redis::Client::open(info).map_err(|e| from_redis("configuring the client", e))?;
@@ -128,7 +140,7 @@ impl RedisStoreBuilder {
             .set_max_delay(Duration::from_millis(500));
         let mut conn = ConnectionManager::new_with_config(client, config)
             .await
-            .map_err(|e| from_redis(&format!("connecting to {}", self.url), e))?;
+            .map_err(|e| from_redis(&format!("connecting to {url}"), e))?;
         let scripts = Scripts::new();
         for algorithm in
             [Algorithm::SlidingLog, Algorithm::SLIDING_COUNTER, Algorithm::FixedWindow, Algorithm::Gcra]
@@ -140,7 +152,7 @@ impl RedisStoreBuilder {
                 .map_err(|e| from_redis("loading scripts", e))?;
         }
         Ok(RedisStore {
-            inner: Arc::new(Inner { conn, prefix: self.prefix, clock: self.clock, scripts, url: self.url }),
+            inner: Arc::new(Inner { conn, prefix: self.prefix, clock: self.clock, scripts, url }),
         })
     }
 }
@@ -196,6 +208,16 @@ impl RedisStore {
     }
 }
 
+/// The URL without its password, for messages and `Debug`.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}://***{}", &url[..scheme_end], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
 fn decision_from_reply(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
     let &[allowed, remaining, retry_ms, reset_ms] = reply else {
         return Err(Error::new(ErrorKind::Backend, format!("unexpected script reply {reply:?}")));
@@ -212,5 +234,19 @@ fn decision_from_reply(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
 impl Store for RedisStore {
     async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         self.run(rule, key, cost).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(redact("redis://:secret@host:6380/0"), "redis://***@host:6380/0");
+        assert_eq!(redact("redis://user:pw@h/"), "redis://***@h/");
+        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
+        let builder = super::RedisStore::builder("redis://:secret@h/");
+        assert!(!format!("{builder:?}").contains("secret"));
     }
 }
