@@ -26,8 +26,10 @@ mod errors;
 mod keys;
 pub mod scripts;
 mod store;
+mod url;
 
 pub use keys::state_key;
 pub use store::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RESPONSE_TIMEOUT, RedisStore, RedisStoreBuilder,
 };
+pub use url::redact_url;

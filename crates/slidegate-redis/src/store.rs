@@ -11,6 +11,7 @@ use slidegate::{Algorithm, Clock, Decision, Error, ErrorKind, Rule, Store, valid
 use crate::errors::from_redis;
 use crate::keys::state_key;
 use crate::scripts::Scripts;
+use crate::url::redact_url;
 
 /// Default key prefix.
 pub const DEFAULT_PREFIX: &str = "sg:";
@@ -83,7 +84,7 @@ pub struct RedisStoreBuilder {
 impl fmt::Debug for RedisStoreBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStoreBuilder")
-            .field("url", &redact(&self.url))
+            .field("url", &redact_url(&self.url))
             .field("prefix", &self.prefix)
             .field("client_clock", &self.clock.is_some())
             .field("connect_timeout", &self.connect_timeout)
@@ -127,7 +128,7 @@ impl RedisStoreBuilder {
     /// [`ErrorKind::Backend`] for a malformed URL; `Unavailable`/`Timeout`
     /// when the server cannot be reached.
     pub async fn connect(self) -> Result<RedisStore, Error> {
-        let url = redact(&self.url);
+        let url = redact_url(&self.url);
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| Error::with_source(ErrorKind::Backend, format!("invalid Redis URL {url:?}"), e))?;
         let info =
@@ -208,16 +209,6 @@ impl RedisStore {
     }
 }
 
-/// The URL without its password, for messages and `Debug`.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}://***{}", &url[..scheme_end], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
 fn decision_from_reply(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
     let &[allowed, remaining, retry_ms, reset_ms] = reply else {
         return Err(Error::new(ErrorKind::Backend, format!("unexpected script reply {reply:?}")));
@@ -239,13 +230,14 @@ impl Store for RedisStore {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use crate::redact_url;
 
     #[test]
     fn passwords_never_reach_messages() {
-        assert_eq!(redact("redis://:secret@host:6380/0"), "redis://***@host:6380/0");
-        assert_eq!(redact("redis://user:pw@h/"), "redis://***@h/");
-        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
+        assert_eq!(redact_url("redis://:secret@host:6380/0"), "redis://:***@host:6380/0");
+        assert_eq!(redact_url("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact_url("rediss://pw@h/"), "rediss://***@h/");
+        assert_eq!(redact_url("redis://h:1/"), "redis://h:1/");
         let builder = super::RedisStore::builder("redis://:secret@h/");
         assert!(!format!("{builder:?}").contains("secret"));
     }

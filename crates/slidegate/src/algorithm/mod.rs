@@ -1,7 +1,7 @@
 //! The algorithms as pure, deterministic state machines over explicit time.
 //!
 //! Each takes its state, a rule, the time in milliseconds and a cost, and
-//! returns a [`Decision`](crate::Decision). The memory store runs them
+//! returns a [`Decision`]. The memory store runs them
 //! directly; the Redis scripts implement the same definitions, and the tests
 //! compare the two decision by decision. Costs must already be validated
 //! (`1..=limit`, see [`validate_cost`](crate::validate_cost)).

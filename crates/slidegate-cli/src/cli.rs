@@ -1,0 +1,232 @@
+//! The command line, as clap types. Every flag's `///` is its `--help` text.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::rule_args::{RuleArgs, parse_duration};
+use crate::simulate::traffic::Pattern;
+use crate::store_choice::StoreSpec;
+
+/// The longest `bench --duration`: a benchmark is a measurement, not a load
+/// generator left running by accident.
+pub const MAX_BENCH_DURATION: Duration = Duration::from_secs(600);
+
+/// The most `bench --requests`.
+pub const MAX_BENCH_REQUESTS: u64 = 1_000_000_000;
+
+/// slidegate: exact sliding-window rate limiting. Replay traces, compare
+/// algorithms on generated traffic, and benchmark stores.
+#[derive(Debug, Parser)]
+#[command(name = "slidegate", version, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay a JSON-lines trace through a store, with the trace's timestamps
+    /// as the clock, printing one decision per request.
+    Replay(ReplayArgs),
+    /// Run every algorithm on the same generated traffic and compare how much
+    /// each admits in a true sliding window.
+    Simulate(SimulateArgs),
+    /// Measure decisions per second and latency of a store.
+    Bench(BenchArgs),
+}
+
+/// `slidegate replay`.
+///
+/// Input lines look like `{"at_ms": 1500, "key": "alice", "cost": 2}` (cost
+/// is optional, default 1; `at_ms` must not decrease). Output lines look like
+/// `{"at_ms":1500,"key":"alice","allowed":true,"remaining":3,"retry_after_ms":0}`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Where state lives: `memory`, or a `redis://` / `rediss://` URL (a fresh
+    /// key prefix is used for every run).
+    #[arg(long, default_value = "memory")]
+    pub store: StoreSpec,
+
+    /// The rule every request is checked against.
+    #[command(flatten)]
+    pub rule: RuleArgs,
+
+    /// Read the trace from this file instead of standard input (`-` is standard input).
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+
+    /// Deadline of each Redis call. Generous by default: a replay is about
+    /// exact answers, not latency.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub timeout: Duration,
+}
+
+/// Which traffic `simulate` generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PatternArg {
+    /// Every pattern, one table each.
+    All,
+    /// A full quota just before and another just after each fixed-window boundary.
+    Boundary,
+    /// A steady stream at 1.5× the limit.
+    Steady,
+    /// On-off bursts at 4× the limit, averaging about the limit.
+    Bursty,
+    /// 1000 keys with Zipf-distributed load; the hottest ones exceed the limit.
+    ManyKeys,
+}
+
+impl PatternArg {
+    /// The patterns to run, in display order.
+    pub fn patterns(self) -> Vec<Pattern> {
+        match self {
+            PatternArg::All => Pattern::ALL.to_vec(),
+            PatternArg::Boundary => vec![Pattern::Boundary],
+            PatternArg::Steady => vec![Pattern::Steady],
+            PatternArg::Bursty => vec![Pattern::Bursty],
+            PatternArg::ManyKeys => vec![Pattern::ManyKeys],
+        }
+    }
+}
+
+/// `slidegate simulate`.
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Traffic pattern to generate.
+    #[arg(long, value_enum, default_value_t = PatternArg::All)]
+    pub pattern: PatternArg,
+
+    /// Most requests admitted per window, per key.
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+
+    /// Window length, e.g. `1s`, `1m`.
+    #[arg(long, value_parser = parse_duration, default_value = "1m")]
+    pub window: Duration,
+
+    /// Buckets per window of the sliding counter.
+    #[arg(long, default_value_t = 10)]
+    pub buckets: u16,
+
+    /// Length of the generated traffic [default: 5 windows].
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Seed of the traffic generator; the same seed gives the same traffic.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Also draw admitted requests per trailing window over time to this SVG
+    /// file (with `--pattern all`, one panel per pattern).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+}
+
+/// How `bench` picks the key of each request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KeyOrder {
+    /// Uniformly random over the keys.
+    Random,
+    /// Each key in turn.
+    RoundRobin,
+}
+
+/// When `bench` stops: exactly one of the two.
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = false)]
+pub struct BenchBound {
+    /// Stop after this many decisions in total (at most 1e9).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_BENCH_REQUESTS))]
+    pub requests: Option<u64>,
+
+    /// Stop after this long, e.g. `10s` (at most 10m).
+    #[arg(long, value_parser = parse_bench_duration)]
+    pub duration: Option<Duration>,
+}
+
+/// `slidegate bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Where state lives: `memory`, or a `redis://` / `rediss://` URL (a fresh
+    /// key prefix is used for every run; the Redis server's clock decides).
+    #[arg(long, default_value = "memory")]
+    pub store: StoreSpec,
+
+    /// The rule every request is checked against.
+    #[command(flatten)]
+    pub rule: RuleArgs,
+
+    /// Number of distinct keys requests are spread over.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub keys: u64,
+
+    /// Number of concurrent tasks issuing checks.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub concurrency: u64,
+
+    /// When to stop.
+    #[command(flatten)]
+    pub bound: BenchBound,
+
+    /// How each request picks its key.
+    #[arg(long, value_enum, default_value_t = KeyOrder::Random)]
+    pub key_order: KeyOrder,
+
+    /// Seed of the random key choice.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Deadline of each Redis call [default: the store's own].
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+
+    /// Print one JSON object instead of the human summary (no progress bar).
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_bench_duration(text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text)?;
+    if duration.is_zero() || duration > MAX_BENCH_DURATION {
+        return Err(format!(
+            "must be more than 0 and at most {}",
+            humantime::format_duration(MAX_BENCH_DURATION)
+        ));
+    }
+    Ok(duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bench_needs_exactly_one_bound() {
+        let base = ["slidegate", "bench", "--limit", "5", "--window", "1s"];
+        assert!(Cli::try_parse_from(base).is_err());
+        let both = [&base[..], &["--requests", "10", "--duration", "1s"]].concat();
+        assert!(Cli::try_parse_from(both).is_err());
+        let long = [&base[..], &["--duration", "11m"]].concat();
+        assert!(Cli::try_parse_from(long).is_err());
+        let ok = [&base[..], &["--requests", "10"]].concat();
+        assert!(Cli::try_parse_from(ok).is_ok());
+    }
+
+    #[test]
+    fn simulate_needs_no_arguments() {
+        let cli = Cli::try_parse_from(["slidegate", "simulate"]).unwrap();
+        let Command::Simulate(args) = cli.command else { panic!("not simulate") };
+        assert_eq!(args.pattern, PatternArg::All);
+        assert_eq!(args.window, Duration::from_secs(60));
+    }
+}

@@ -1,0 +1,29 @@
+//! The `slidegate` command. Everything it does lives in the library
+//! (`slidegate_cli`); this file only parses arguments, starts the async
+//! runtime, and turns the outcome into an exit code.
+//!
+//! Run with `cargo run --release -p slidegate-cli -- simulate`.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use slidegate_cli::cli::Cli;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("slidegate: error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(slidegate_cli::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // `{:#}` prints the whole chain: "line 3: invalid cost: …".
+            eprintln!("slidegate: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! `--store memory|redis://…`: which store a command talks to.
+//!
+//! [`Store`] returns `impl Future`, so it cannot be a trait object; the
+//! command picks its store at run time through the [`AnyStore`] enum instead.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context;
+use slidegate::{Decision, Error, ManualClock, MemoryStore, Rule, Store};
+use slidegate_redis::{RedisStore, redact_url};
+
+/// A parsed `--store` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// The embedded in-memory store.
+    Memory,
+    /// A Redis server at this `redis://` or `rediss://` URL.
+    Redis {
+        /// The URL as given (may hold a password: print it with
+        /// [`StoreSpec`]'s `Display`, which hides it).
+        url: String,
+    },
+}
+
+impl FromStr for StoreSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("memory") {
+            return Ok(StoreSpec::Memory);
+        }
+        let lower = text.to_ascii_lowercase();
+        if lower.starts_with("redis://") || lower.starts_with("rediss://") {
+            return Ok(StoreSpec::Redis { url: text.to_owned() });
+        }
+        Err(format!("expected `memory` or a redis:// or rediss:// URL, got {text:?}"))
+    }
+}
+
+impl fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreSpec::Memory => f.write_str("memory"),
+            StoreSpec::Redis { url } => f.write_str(&redact_url(url)),
+        }
+    }
+}
+
+/// How to connect to Redis: the parts that differ between commands.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// Key prefix; commands use a fresh one per run so runs never share state.
+    pub prefix: String,
+    /// `Some` to decide with this clock instead of the Redis server's (replay).
+    pub client_clock: Option<ManualClock>,
+    /// Deadline of each call; `None` keeps the store's default.
+    pub response_timeout: Option<Duration>,
+}
+
+/// A fresh key prefix for one run of `purpose`, e.g. `sg:replay:3f9a…:`.
+pub fn run_prefix(purpose: &str) -> String {
+    format!("sg:{purpose}:{:016x}:", rand::random::<u64>())
+}
+
+/// Connects to the Redis server at `url`.
+///
+/// # Errors
+///
+/// When the URL is invalid or the server cannot be reached in time.
+pub async fn connect_redis(url: &str, options: RedisOptions) -> anyhow::Result<RedisStore> {
+    let mut builder = RedisStore::builder(url).prefix(options.prefix);
+    if let Some(clock) = options.client_clock {
+        builder = builder.client_clock(clock);
+    }
+    if let Some(timeout) = options.response_timeout {
+        builder = builder.response_timeout(timeout);
+    }
+    builder.connect().await.with_context(|| format!("cannot connect to {}", redact_url(url)))
+}
+
+/// Either store, chosen at run time.
+#[derive(Debug, Clone)]
+pub enum AnyStore {
+    /// The embedded in-memory store.
+    Memory(MemoryStore),
+    /// A Redis store.
+    Redis(RedisStore),
+}
+
+impl Store for AnyStore {
+    async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
+        match self {
+            AnyStore::Memory(store) => store.check(rule, key, cost).await,
+            AnyStore::Redis(store) => store.check(rule, key, cost).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_store_specs() {
+        assert_eq!("memory".parse::<StoreSpec>(), Ok(StoreSpec::Memory));
+        assert_eq!("MEMORY".parse::<StoreSpec>(), Ok(StoreSpec::Memory));
+        for url in ["redis://127.0.0.1:7000/", "rediss://cache.example:6380/0"] {
+            assert_eq!(url.parse::<StoreSpec>(), Ok(StoreSpec::Redis { url: url.to_owned() }));
+        }
+        let err = "http://x".parse::<StoreSpec>().unwrap_err();
+        assert!(err.contains("redis://"), "{err}");
+    }
+
+    #[test]
+    fn hides_passwords() {
+        let spec: StoreSpec = "redis://:secret@h/".parse().unwrap();
+        assert_eq!(spec.to_string(), "redis://:***@h/");
+    }
+
+    #[test]
+    fn prefixes_are_fresh() {
+        let (a, b) = (run_prefix("replay"), run_prefix("replay"));
+        assert!(a.starts_with("sg:replay:") && a.ends_with(':'));
+        assert_ne!(a, b);
+    }
+}

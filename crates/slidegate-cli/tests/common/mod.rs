@@ -1,0 +1,39 @@
+//! Runs the `slidegate` binary the way a user would.
+
+#![allow(dead_code, unreachable_pub)] // each test file uses its own subset
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+/// Runs `slidegate args…` with `stdin` as standard input.
+pub fn slidegate(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slidegate"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn slidegate");
+    let mut input = child.stdin.take().expect("stdin is piped");
+    input.write_all(stdin.as_bytes()).expect("write stdin");
+    drop(input);
+    child.wait_with_output().expect("wait for slidegate")
+}
+
+/// Standard output of a run that must succeed.
+pub fn success(args: &[&str], stdin: &str) -> String {
+    let output = slidegate(args, stdin);
+    assert!(
+        output.status.success(),
+        "slidegate {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8 output")
+}
+
+/// Standard error of a run that must fail.
+pub fn failure(args: &[&str], stdin: &str) -> String {
+    let output = slidegate(args, stdin);
+    assert!(!output.status.success(), "slidegate {args:?} should fail");
+    String::from_utf8(output.stderr).expect("utf-8 error")
+}

@@ -1,0 +1,149 @@
+//! `slidegate replay`: exact answers on the memory store, clear errors for
+//! bad input, and the same answers from a real Redis.
+
+mod common;
+
+use common::{failure, success};
+
+const TRACE: &str = r#"{"at_ms": 0, "key": "a"}
+{"at_ms": 100, "key": "a"}
+
+{"at_ms": 200, "key": "a", "cost": 1}
+{"at_ms": 300, "key": "a"}
+{"at_ms": 300, "key": "b"}
+{"at_ms": 1000, "key": "a"}
+{"at_ms": 1050, "key": "a", "cost": 2}
+{"at_ms": 1200, "key": "a", "cost": 2}
+"#;
+
+fn line(at_ms: u64, key: &str, allowed: bool, remaining: u32, retry_after_ms: u64) -> String {
+    format!(
+        r#"{{"at_ms":{at_ms},"key":"{key}","allowed":{allowed},"remaining":{remaining},"retry_after_ms":{retry_after_ms}}}"#
+    )
+}
+
+fn rule_args(algorithm: &str) -> Vec<&str> {
+    vec!["replay", "--algorithm", algorithm, "--limit", "3", "--window", "1s"]
+}
+
+#[test]
+fn sliding_log_answers_exactly() {
+    let out = success(&rule_args("log"), TRACE);
+    let expected = [
+        line(0, "a", true, 2, 0),
+        line(100, "a", true, 1, 0),
+        line(200, "a", true, 0, 0),
+        // The charge at 0 leaves the window at 1000.
+        line(300, "a", false, 0, 700),
+        line(300, "b", true, 2, 0),
+        // (t - W, t] is half open: the charge at 0 no longer counts at 1000.
+        line(1000, "a", true, 0, 0),
+        // Cost 2 needs the charges at 100 and 200 gone: at 1200.
+        line(1050, "a", false, 0, 150),
+        line(1200, "a", true, 0, 0),
+    ];
+    assert_eq!(out.lines().collect::<Vec<_>>(), expected);
+}
+
+#[test]
+fn fixed_window_answers_exactly() {
+    let out = success(&rule_args("fixed"), TRACE);
+    let expected = [
+        line(0, "a", true, 2, 0),
+        line(100, "a", true, 1, 0),
+        line(200, "a", true, 0, 0),
+        line(300, "a", false, 0, 700),
+        line(300, "b", true, 2, 0),
+        line(1000, "a", true, 2, 0),
+        line(1050, "a", true, 0, 0),
+        line(1200, "a", false, 0, 800),
+    ];
+    assert_eq!(out.lines().collect::<Vec<_>>(), expected);
+}
+
+#[test]
+fn reads_input_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.jsonl");
+    std::fs::write(&path, TRACE).unwrap();
+    let mut args = rule_args("log");
+    args.extend(["--input", path.to_str().unwrap()]);
+    assert_eq!(success(&args, ""), success(&rule_args("log"), TRACE));
+}
+
+#[test]
+fn malformed_lines_are_named_by_number() {
+    let cases = [
+        (
+            "{\"at_ms\": 0, \"key\": \"a\"}\n{\"at_ms\": 1, \"key\": \"a\"}\nnot json\n",
+            "line 3: invalid JSON: expected",
+        ),
+        ("{\"at_ms\": 0, \"key\": \"a\"}\n\n{\"key\": \"a\"}\n", "line 3: missing field `at_ms`"),
+        ("{\"at_ms\": -5, \"key\": \"a\"}\n", "line 1: invalid value: integer `-5`"),
+        ("{\"at_ms\": 0, \"key\": \"a\", \"cost\": 0}\n", "line 1: cost must be at least 1"),
+        (
+            "{\"at_ms\": 0, \"key\": \"a\"}\n{\"at_ms\": 0, \"key\": \"a\", \"cost\": 4}\n",
+            "line 2: cost 4 exceeds the limit 3",
+        ),
+        ("{\"at_ms\": 0, \"key\": \"\"}\n", "line 1: key must not be empty"),
+        ("{\"at_ms\": 9, \"key\": \"a\"}\n{\"at_ms\": 8, \"key\": \"a\"}\n", "line 2: at_ms 8 is earlier"),
+    ];
+    for (input, needle) in cases {
+        let err = failure(&rule_args("log"), input);
+        assert!(err.contains(needle), "{input:?}: {err:?} should contain {needle:?}");
+    }
+}
+
+#[test]
+fn invalid_rules_and_stores_are_explained() {
+    let err = failure(&["replay", "--limit", "0", "--window", "1s"], "");
+    assert!(err.contains("limit must be at least 1"), "{err}");
+    let err = failure(&["replay", "--limit", "3", "--window", "1500us"], "");
+    assert!(err.contains("whole number of milliseconds"), "{err}");
+    let err = failure(&["replay", "--limit", "3", "--window", "1s", "--store", "mysql://x"], "");
+    assert!(err.contains("redis://"), "{err}");
+    let err =
+        failure(&["replay", "--limit", "3", "--window", "1s", "--algorithm", "log", "--buckets", "5"], "");
+    assert!(err.contains("--buckets only applies"), "{err}");
+}
+
+/// A deterministic trace with several keys (one hostile), costs 1–3 and
+/// several requests in the same millisecond.
+fn mixed_trace() -> String {
+    let keys = ["alice", "bob", "{slot}", "carol"];
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut at = 1_700_000_000_000u64;
+    let mut out = String::new();
+    for _ in 0..300 {
+        at += next() % 40;
+        let key = keys[(next() % 4) as usize];
+        let cost = 1 + next() % 3;
+        out.push_str(&format!("{{\"at_ms\": {at}, \"key\": \"{key}\", \"cost\": {cost}}}\n"));
+    }
+    out
+}
+
+#[test]
+fn redis_gives_the_same_answers_as_memory() {
+    let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    let trace = mixed_trace();
+    for algorithm in ["log", "counter", "fixed", "gcra"] {
+        let mut args = vec!["replay", "--algorithm", algorithm, "--limit", "5", "--window", "500ms"];
+        let memory = success(&args, &trace);
+        args.extend(["--store", url.as_str()]);
+        let redis = success(&args, &trace);
+        assert_eq!(memory.lines().count(), 300);
+        for (number, (m, r)) in memory.lines().zip(redis.lines()).enumerate() {
+            assert_eq!(m, r, "{algorithm}: output line {} differs", number + 1);
+        }
+        assert_eq!(memory, redis, "{algorithm}");
+        assert!(memory.contains("\"allowed\":false"), "{algorithm}: the trace exercises denials");
+    }
+}
