@@ -10,7 +10,7 @@ use slidegate::{Algorithm, Clock, Decision, Error, ErrorKind, Rule, Store, valid
 
 use crate::errors::from_redis;
 use crate::keys::state_key;
-use crate::scripts::Scripts;
+use crate::scripts::{self, Scripts};
 use crate::url::redact_url;
 
 /// Default key prefix.
@@ -195,14 +195,13 @@ impl RedisStore {
         let redis_key = state_key(&self.inner.prefix, rule, key)?;
         let now = self.inner.clock.as_ref().map(|c| c.now_ms().to_string()).unwrap_or_default();
         let script = self.inner.scripts.for_algorithm(rule.algorithm());
-        let mut invocation = script.key(redis_key);
-        invocation.arg(rule.limit()).arg(rule.window_ms()).arg(cost).arg(now);
+        let mut cmd = scripts::evalsha(script, &[&redis_key]);
+        cmd.arg(rule.limit()).arg(rule.window_ms()).arg(cost).arg(now);
         if let Algorithm::SlidingCounter { buckets } = rule.algorithm() {
-            invocation.arg(buckets.get());
+            cmd.arg(buckets.get());
         }
         let mut conn = self.inner.conn.clone();
-        let reply: Vec<i64> = invocation
-            .invoke_async(&mut conn)
+        let reply: Vec<i64> = scripts::run(&mut conn, script, &cmd)
             .await
             .map_err(|e| from_redis("running the limiter script", e))?;
         decision_from_reply(rule, &reply)

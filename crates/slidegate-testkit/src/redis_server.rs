@@ -162,6 +162,40 @@ impl RedisServer {
         let _ = self.child.wait();
     }
 
+    /// Freezes the server (SIGSTOP): it keeps its connections and port but
+    /// answers nothing — a hung server, as seen in a long GC-like stall or a
+    /// paused VM. [`resume`](Self::resume) thaws it.
+    ///
+    /// # Errors
+    ///
+    /// When the signal cannot be sent.
+    pub fn pause(&self) -> io::Result<()> {
+        self.signal("-STOP")
+    }
+
+    /// Thaws a [`pause`](Self::pause)d server (SIGCONT).
+    ///
+    /// # Errors
+    ///
+    /// When the signal cannot be sent.
+    pub fn resume(&self) -> io::Result<()> {
+        self.signal("-CONT")
+    }
+
+    fn signal(&self, signal: &str) -> io::Result<()> {
+        let status = Command::new("kill").arg(signal).arg(self.child.id().to_string()).status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("kill {signal} failed: {status}")))
+        }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts the server again on the same port (after [`kill`](Self::kill)).
     ///
     /// # Errors

@@ -16,6 +16,10 @@ pub enum State {
     Banned,
     /// Answered by a failure policy because the store could not be asked.
     Degraded,
+    /// Limiting is switched off at run time
+    /// ([`Limiter::set_enabled`](crate::Limiter::set_enabled)): admitted
+    /// without asking the store, nothing charged.
+    Disabled,
 }
 
 /// The answer to "may this caller do this now?".
@@ -38,6 +42,9 @@ pub struct Decision {
     pub retry_after: Duration,
     /// How long until the key holds no charge at all (full quota again).
     pub reset_after: Duration,
+    /// Violations (denials) of the rule's penalty counted for this identity
+    /// in the violation window; 0 for rules without a penalty.
+    pub violations: u32,
 }
 
 impl Decision {
@@ -50,12 +57,34 @@ impl Decision {
             remaining,
             retry_after: Duration::ZERO,
             reset_after,
+            violations: 0,
         }
     }
 
     /// A request denied for being over the limit.
     pub fn limited(limit: u32, remaining: u32, retry_after: Duration, reset_after: Duration) -> Decision {
-        Decision { allowed: false, state: State::Limited, limit, remaining, retry_after, reset_after }
+        Decision {
+            allowed: false,
+            state: State::Limited,
+            limit,
+            remaining,
+            retry_after,
+            reset_after,
+            violations: 0,
+        }
+    }
+
+    /// A request admitted because limiting is switched off.
+    pub fn disabled(limit: u32) -> Decision {
+        Decision {
+            allowed: true,
+            state: State::Disabled,
+            limit,
+            remaining: limit,
+            retry_after: Duration::ZERO,
+            reset_after: Duration::ZERO,
+            violations: 0,
+        }
     }
 
     /// Whether the request may proceed.

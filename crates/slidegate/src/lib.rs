@@ -10,9 +10,12 @@
 //! * [`algorithm`] — the algorithms as pure state machines over explicit time;
 //! * [`Store`] — the storage trait, with the embedded [`MemoryStore`];
 //!   `slidegate-redis` provides the Redis store;
-//! * [`Limiter`] — the facade applications call;
+//! * [`Limiter`] — the facade applications call, with the deadline,
+//!   [`FailurePolicy`], circuit breaker ([`BreakerConfig`]), runtime switch
+//!   and local deny cache around the store;
 //! * [`Clock`] with [`SystemClock`] and the test-friendly [`ManualClock`];
-//! * [`Error`] with an [`ErrorKind`] and [`Error::is_transient`].
+//! * [`Error`] with an [`ErrorKind`] and [`Error::is_transient`];
+//! * [`telemetry`] — the metrics recorded through the `metrics` facade.
 //!
 //! ```
 //! use std::num::NonZeroU32;
@@ -37,20 +40,27 @@
 //! ```
 
 pub mod algorithm;
+mod breaker;
 mod clock;
 mod decision;
+mod deny_cache;
 mod error;
+mod failure;
 mod identity;
 mod limiter;
 mod memory;
 mod rule;
 mod store;
+pub mod telemetry;
 
+pub use breaker::{BreakerConfig, BreakerState};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, State};
+pub use deny_cache::DEFAULT_DENY_CACHE_CAPACITY;
 pub use error::{Error, ErrorKind};
+pub use failure::FailurePolicy;
 pub use identity::{MAX_IDENTITY_LEN, encode_identity, validate_cost};
-pub use limiter::Limiter;
+pub use limiter::{DEFAULT_DEADLINE, DEFAULT_FALLBACK_KEYS, Limiter, LimiterBuilder};
 pub use memory::{DEFAULT_MAX_KEYS, MemoryStore, MemoryStoreBuilder};
 pub use rule::{Algorithm, DEFAULT_BUCKETS, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_NAME_LEN, MAX_WINDOW, Rule};
 pub use store::Store;

@@ -228,4 +228,8 @@ impl Store for MemoryStore {
     async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         self.check_sync(rule, key, cost)
     }
+
+    fn is_local(&self) -> bool {
+        true
+    }
 }

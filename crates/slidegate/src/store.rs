@@ -26,6 +26,13 @@ pub trait Store: Send + Sync + 'static {
         key: &str,
         cost: u32,
     ) -> impl Future<Output = Result<Decision, Error>> + Send;
+
+    /// Whether this store answers from process memory without I/O. The
+    /// [`Limiter`](crate::Limiter) calls a local store directly; a remote one
+    /// (the default) gets the deadline, circuit breaker and deny cache.
+    fn is_local(&self) -> bool {
+        false
+    }
 }
 
 impl<S: Store> Store for std::sync::Arc<S> {
@@ -36,5 +43,9 @@ impl<S: Store> Store for std::sync::Arc<S> {
         cost: u32,
     ) -> impl Future<Output = Result<Decision, Error>> + Send {
         (**self).check(rule, key, cost)
+    }
+
+    fn is_local(&self) -> bool {
+        (**self).is_local()
     }
 }

@@ -1,0 +1,144 @@
+//! What a check answers when the store cannot: failure policies.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::{Decision, Error, ErrorKind, State};
+
+/// How the [`Limiter`](crate::Limiter) answers when its store fails (an
+/// error, the deadline passed, or the circuit breaker is open).
+///
+/// Every such answer is a [`Decision`] whose state is
+/// [`State::Degraded`], counted in `slidegate_degraded_total` and logged —
+/// never a silent allow. Invalid input (an empty key, a cost above the
+/// limit) is not a store failure: it is returned as an `Err` whatever the
+/// policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Admit the request. Keeps the service up at the price of no limit
+    /// while the store is down.
+    FailOpen,
+    /// Deny the request, with `retry_after` the time until the store is
+    /// tried again (at least 1 s when unknown). For limits that protect
+    /// something more fragile than the service itself.
+    FailClosed,
+    /// Decide with a local in-memory limiter (the default): each process
+    /// enforces the rule on its own, so the fleet admits at most
+    /// (processes × limit) while the shared store is gone — a second layer
+    /// that keeps every process alive.
+    #[default]
+    Fallback,
+}
+
+impl FailurePolicy {
+    /// `fail_open`, `fail_closed` or `fallback` (metric labels, logs, config).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FailurePolicy::FailOpen => "fail_open",
+            FailurePolicy::FailClosed => "fail_closed",
+            FailurePolicy::Fallback => "fallback",
+        }
+    }
+}
+
+impl fmt::Display for FailurePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for FailurePolicy {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "fail_open" | "open" => Ok(FailurePolicy::FailOpen),
+            "fail_closed" | "closed" => Ok(FailurePolicy::FailClosed),
+            "fallback" | "local" => Ok(FailurePolicy::Fallback),
+            _ => Err(Error::new(
+                ErrorKind::InvalidRule,
+                format!("unknown failure policy {text:?}: expected fail-open, fail-closed or fallback"),
+            )),
+        }
+    }
+}
+
+/// Why the store was not (successfully) asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    Timeout,
+    Unavailable,
+    Backend,
+    Capacity,
+    BreakerOpen,
+}
+
+impl Reason {
+    pub(crate) fn of(error: &Error) -> Reason {
+        match error.kind() {
+            ErrorKind::Timeout => Reason::Timeout,
+            ErrorKind::Unavailable => Reason::Unavailable,
+            ErrorKind::CapacityExhausted => Reason::Capacity,
+            _ => Reason::Backend,
+        }
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Reason::Timeout => "timeout",
+            Reason::Unavailable => "unavailable",
+            Reason::Backend => "backend",
+            Reason::Capacity => "capacity",
+            Reason::BreakerOpen => "breaker_open",
+        }
+    }
+}
+
+/// Whether `error` is the caller's fault (returned as is) rather than the
+/// store's (answered by the policy).
+pub(crate) fn is_input_error(error: &Error) -> bool {
+    matches!(error.kind(), ErrorKind::InvalidKey | ErrorKind::InvalidCost | ErrorKind::InvalidRule)
+}
+
+/// The degraded answer of `FailOpen` or `FailClosed`.
+pub(crate) fn fixed_answer(policy: FailurePolicy, limit: u32, cost: u32, retry: Duration) -> Decision {
+    let allowed = policy == FailurePolicy::FailOpen;
+    Decision {
+        allowed,
+        state: State::Degraded,
+        limit,
+        remaining: if allowed { limit.saturating_sub(cost) } else { 0 },
+        retry_after: if allowed { Duration::ZERO } else { retry.max(Duration::from_secs(1)) },
+        reset_after: Duration::ZERO,
+        violations: 0,
+    }
+}
+
+/// A decision of the local fallback store, marked degraded.
+pub(crate) fn mark_degraded(mut decision: Decision) -> Decision {
+    decision.state = State::Degraded;
+    decision
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_policies() {
+        assert_eq!("fail-open".parse::<FailurePolicy>().unwrap(), FailurePolicy::FailOpen);
+        assert_eq!("FAIL_CLOSED".parse::<FailurePolicy>().unwrap(), FailurePolicy::FailClosed);
+        assert_eq!("fallback".parse::<FailurePolicy>().unwrap(), FailurePolicy::Fallback);
+        assert!("sometimes".parse::<FailurePolicy>().unwrap_err().to_string().contains("fail-open"));
+        assert_eq!(FailurePolicy::default(), FailurePolicy::Fallback);
+    }
+
+    #[test]
+    fn fixed_answers() {
+        let open = fixed_answer(FailurePolicy::FailOpen, 10, 3, Duration::ZERO);
+        assert!(open.allowed && open.state == State::Degraded && open.remaining == 7);
+        let closed = fixed_answer(FailurePolicy::FailClosed, 10, 3, Duration::from_millis(10));
+        assert!(!closed.allowed && closed.retry_after == Duration::from_secs(1));
+    }
+}

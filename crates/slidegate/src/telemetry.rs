@@ -1,0 +1,68 @@
+//! Metrics, through the [`metrics`] facade: the library records, the
+//! application (or `slidegate-server`) picks an exporter. Without a
+//! recorder installed every call here is a no-op.
+//!
+//! | metric | kind | labels |
+//! |---|---|---|
+//! | `slidegate_decisions_total` | counter | `rule`, `outcome` (`allowed` `warned` `limited` `banned` `degraded` `disabled`) |
+//! | `slidegate_store_duration_seconds` | histogram | `result` (`ok` `error` `timeout`) |
+//! | `slidegate_degraded_total` | counter | `rule`, `policy` (`fail_open` `fail_closed` `fallback`), `reason` |
+//! | `slidegate_breaker_transitions_total` | counter | `to` (`open` `half_open` `closed`) |
+//! | `slidegate_breaker_state` | gauge | — (0 closed, 1 half-open, 2 open) |
+//! | `slidegate_deny_cache_hits_total` | counter | `rule` |
+//!
+//! `slidegate-redis` adds `slidegate_script_reloads_total`.
+
+use std::time::Duration;
+
+use crate::{BreakerState, Decision, Rule, State};
+
+/// The label of a decision's outcome.
+pub(crate) fn outcome(decision: &Decision) -> &'static str {
+    match decision.state {
+        State::Allowed => "allowed",
+        State::Warned => "warned",
+        State::Limited => "limited",
+        State::Banned => "banned",
+        State::Degraded => "degraded",
+        State::Disabled => "disabled",
+    }
+}
+
+pub(crate) fn decision(rule: &Rule, decision: &Decision) {
+    metrics::counter!(
+        "slidegate_decisions_total",
+        "rule" => rule.state_name().into_owned(),
+        "outcome" => outcome(decision),
+    )
+    .increment(1);
+}
+
+pub(crate) fn store_call(elapsed: Duration, result: &'static str) {
+    metrics::histogram!("slidegate_store_duration_seconds", "result" => result).record(elapsed.as_secs_f64());
+}
+
+pub(crate) fn degraded(rule: &Rule, policy: &'static str, reason: &'static str) {
+    metrics::counter!(
+        "slidegate_degraded_total",
+        "rule" => rule.state_name().into_owned(),
+        "policy" => policy,
+        "reason" => reason,
+    )
+    .increment(1);
+}
+
+pub(crate) fn breaker_transition(to: BreakerState) {
+    metrics::counter!("slidegate_breaker_transitions_total", "to" => to.as_str()).increment(1);
+    let level = match to {
+        BreakerState::Closed => 0.0,
+        BreakerState::HalfOpen => 1.0,
+        BreakerState::Open => 2.0,
+    };
+    metrics::gauge!("slidegate_breaker_state").set(level);
+}
+
+pub(crate) fn deny_cache_hit(rule: &Rule) {
+    metrics::counter!("slidegate_deny_cache_hits_total", "rule" => rule.state_name().into_owned())
+        .increment(1);
+}
