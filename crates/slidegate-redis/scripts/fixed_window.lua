@@ -1,27 +1,33 @@
 -- Fixed window aligned to multiples of the window length.
 --
--- KEYS[1]  hash: w = window index, n = cost counted in it
--- ARGV     see prelude (limit, window_ms, cost, now_ms)
--- Reply    { allowed, remaining, retry_after_ms, reset_after_ms }
---
--- A clock stepping back into an earlier window keeps the later count.
+-- key: hash, w = window index, n = cost counted in it. A clock stepping
+-- back into an earlier window keeps the later count.
 
-local key = KEYS[1]
-local now = now_ms()
-local cur = math.floor(now / window)
+local FIXED = {}
 
-local state = redis.call('HMGET', key, 'w', 'n')
-local w = tonumber(state[1])
-local n = tonumber(state[2]) or 0
-if w == nil or cur > w then
-  w = cur
-  n = 0
+function FIXED.eval(key, r, cost, now)
+  local cur = math.floor(now / r.window)
+  local state = redis.call('HMGET', key, 'w', 'n')
+  local w = tonumber(state[1])
+  local n = tonumber(state[2]) or 0
+  if w == nil or cur > w then
+    w = cur
+    n = 0
+  end
+  local ends = (w + 1) * r.window - now
+  if n + cost <= r.limit then
+    return { fits = true, w = w, n = n, ends = ends, remaining = r.limit - n }
+  end
+  return { fits = false, remaining = nonneg(r.limit - n), retry = ends, reset = ends }
 end
-local ends = (w + 1) * window - now
 
-if n + cost <= limit then
-  redis.call('HSET', key, 'w', string.format('%d', w), 'n', n + cost)
-  redis.call('PEXPIRE', key, ends + SLACK_MS)
-  return { 1, limit - n - cost, 0, ends }
+function FIXED.idle(key, r, now, v)
+  if v.n > 0 then return v.ends end
+  return 0
 end
-return { 0, nonneg(limit - n), ends, ends }
+
+function FIXED.charge(key, r, cost, now, v)
+  redis.call('HSET', key, 'w', string.format('%d', v.w), 'n', v.n + cost)
+  redis.call('PEXPIRE', key, v.ends + SLACK_MS)
+  return r.limit - v.n - cost, v.ends
+end

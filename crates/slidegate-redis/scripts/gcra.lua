@@ -1,40 +1,42 @@
 -- Generic cell rate algorithm.
 --
--- KEYS[1]  string "<tat_ms>:<rem>": theoretical arrival time = tat_ms + rem/limit ms
--- ARGV     see prelude (limit, window_ms, cost, now_ms)
--- Reply    { allowed, remaining, retry_after_ms, reset_after_ms }
---
+-- key: string "<tat_ms>:<rem>": theoretical arrival time = tat_ms + rem/limit ms.
 -- Time ahead of `now` is counted in 1/limit ms so the emission interval
 -- window/limit stays exact. The client guarantees limit * window < 2^53.
 
-local key = KEYS[1]
-local now = now_ms()
-local cap = window * limit
+local GCRA = {}
 
-local ahead = 0
-local stored = redis.call('GET', key)
-if stored then
-  local ms, rem = string.match(stored, '^(%d+):(%d+)$')
-  ms = tonumber(ms)
-  if ms and ms >= now then
-    ahead = (ms - now) * limit + tonumber(rem)
+function GCRA.eval(key, r, cost, now)
+  local cap = r.window * r.limit
+  local ahead = 0
+  local stored = redis.call('GET', key)
+  if stored then
+    local ms, rem = string.match(stored, '^(%d+):(%d+)$')
+    ms = tonumber(ms)
+    if ms and ms >= now then
+      ahead = (ms - now) * r.limit + tonumber(rem)
+    end
   end
+  local next_ahead = ahead + cost * r.window
+  if next_ahead <= cap then
+    return { fits = true, ahead = ahead, next = next_ahead, remaining = math.floor((cap - ahead) / r.window) }
+  end
+  return {
+    fits = false,
+    remaining = math.floor(nonneg(cap - ahead) / r.window),
+    retry = math.ceil((next_ahead - cap) / r.limit),
+    reset = math.ceil(ahead / r.limit),
+  }
 end
 
-local function ceil_ms(units)
-  return math.ceil(units / limit)
+function GCRA.idle(key, r, now, v)
+  return math.ceil(v.ahead / r.limit)
 end
 
-local next_ahead = ahead + cost * window
-if next_ahead <= cap then
-  local whole = math.floor(next_ahead / limit)
-  local rem = next_ahead - whole * limit
-  redis.call('SET', key, string.format('%d:%d', now + whole, rem), 'PX', ceil_ms(next_ahead) + SLACK_MS)
-  return { 1, math.floor((cap - next_ahead) / window), 0, ceil_ms(next_ahead) }
+function GCRA.charge(key, r, cost, now, v)
+  local whole = math.floor(v.next / r.limit)
+  local rem = v.next - whole * r.limit
+  local reset = math.ceil(v.next / r.limit)
+  redis.call('SET', key, string.format('%d:%d', now + whole, rem), 'PX', reset + SLACK_MS)
+  return math.floor((r.window * r.limit - v.next) / r.window), reset
 end
-return {
-  0,
-  math.floor(nonneg(cap - ahead) / window),
-  ceil_ms(next_ahead - cap),
-  ceil_ms(ahead),
-}

@@ -1,25 +1,28 @@
 -- Shared prelude, prepended to every slidegate script (see src/scripts.rs).
+-- The algorithm files that follow define one table each (LOG, COUNTER,
+-- FIXED, GCRA) with the same three functions, so one main can drive any:
 --
--- ARGV conventions common to all scripts:
---   ARGV[1] limit       positive integer
---   ARGV[2] window_ms   positive integer
---   ARGV[3] cost        1..=limit (validated by the client)
---   ARGV[4] now_ms      "" = use the Redis server clock (TIME); otherwise the
---                       client's time in ms (client-clock mode, trace replay)
--- Reply shape common to all scripts:
---   { allowed (1|0), remaining, retry_after_ms, reset_after_ms }
-
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
+--   A.eval(key, r, cost, now)   -> v     reads (and prunes) the state; v.fits
+--                                        tells whether `cost` fits; when it
+--                                        does not, v.retry and v.reset are set.
+--                                        v.remaining is the quota left now.
+--   A.charge(key, r, cost, now, v)       charges a fitting request, sets the
+--                                 -> remaining, reset_ms
+--   A.idle(key, r, now, v) -> reset_ms   reset time of a fitting request that
+--                                        is *not* charged (another dimension
+--                                        of a multi-dimension check denied)
+--
+-- r = { limit, window (ms), buckets }. Every write sets the key's TTL.
 
 -- Keys live this long past the moment they hold no charge: a margin so a
 -- key never vanishes while a charge in it still counts.
 local SLACK_MS = 1000
 
-local function now_ms()
-  if ARGV[4] ~= '' then
-    return tonumber(ARGV[4])
+-- "" = the Redis server's clock (TIME); otherwise the client's time in ms
+-- (client-clock mode, trace replay).
+local function now_ms(arg)
+  if arg ~= '' then
+    return tonumber(arg)
   end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -28,4 +31,32 @@ end
 local function nonneg(x)
   if x < 0 then return 0 end
   return x
+end
+
+-- Adds `count` members scored `now` to the sorted set `key`, named
+-- "<now>:<n>" with n numbering the members of that millisecond, so entries
+-- of one millisecond (from any number of clients) never collapse. Pruning
+-- removes whole milliseconds, so the m members at `now` are 0..m-1.
+local function unique_zadd(key, now, count)
+  local base = redis.call('ZCOUNT', key, now, now)
+  local args = {}
+  for i = 0, count - 1 do
+    args[#args + 1] = now
+    args[#args + 1] = string.format('%d:%d', now, base + i)
+    if #args >= 1000 then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+  if #args > 0 then
+    redis.call('ZADD', key, unpack(args))
+  end
+end
+
+-- Milliseconds until the newest member of sorted set `key` leaves a
+-- window of `window` ms (0 when empty).
+local function newest_leaves(key, window, now)
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if newest[2] == nil then return 0 end
+  return nonneg(tonumber(newest[2]) + window - now)
 end

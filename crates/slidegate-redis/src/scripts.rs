@@ -1,23 +1,53 @@
-//! The Lua scripts, one per algorithm, each prefixed by the shared prelude.
+//! The Lua scripts: one fast script per algorithm for the common case (one
+//! rule, no penalty), and one general script for multi-dimension checks and
+//! penalties. All are assembled from the same files in `scripts/`, so every
+//! path runs the same algorithm code.
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisResult, Script, ServerErrorKind};
 use slidegate::Algorithm;
 
-macro_rules! script_source {
-    ($file:literal) => {
-        concat!(include_str!("../scripts/prelude.lua"), "\n", include_str!(concat!("../scripts/", $file)))
+/// A script deciding one rule with one algorithm: the prelude, the
+/// algorithm's table, and the single-check main bound to it.
+macro_rules! single {
+    ($file:literal, $table:literal) => {
+        concat!(
+            include_str!("../scripts/prelude.lua"),
+            "\n",
+            include_str!(concat!("../scripts/", $file)),
+            "\nlocal A = ",
+            $table,
+            "\n",
+            include_str!("../scripts/single.lua")
+        )
     };
 }
 
-/// Full source of the sliding-log script (prelude included).
-pub const SLIDING_LOG: &str = script_source!("sliding_log.lua");
-/// Full source of the sliding-counter script (prelude included).
-pub const SLIDING_COUNTER: &str = script_source!("sliding_counter.lua");
-/// Full source of the fixed-window script (prelude included).
-pub const FIXED_WINDOW: &str = script_source!("fixed_window.lua");
-/// Full source of the GCRA script (prelude included).
-pub const GCRA: &str = script_source!("gcra.lua");
+/// Full source of the sliding-log script.
+pub const SLIDING_LOG: &str = single!("sliding_log.lua", "LOG");
+/// Full source of the sliding-counter script.
+pub const SLIDING_COUNTER: &str = single!("sliding_counter.lua", "COUNTER");
+/// Full source of the fixed-window script.
+pub const FIXED_WINDOW: &str = single!("fixed_window.lua", "FIXED");
+/// Full source of the GCRA script.
+pub const GCRA: &str = single!("gcra.lua", "GCRA");
+/// Full source of the general script: any number of dimensions, each with
+/// any algorithm and an optional penalty.
+pub const CHECK: &str = concat!(
+    include_str!("../scripts/prelude.lua"),
+    "\n",
+    include_str!("../scripts/sliding_log.lua"),
+    "\n",
+    include_str!("../scripts/sliding_counter.lua"),
+    "\n",
+    include_str!("../scripts/fixed_window.lua"),
+    "\n",
+    include_str!("../scripts/gcra.lua"),
+    "\n",
+    include_str!("../scripts/penalty.lua"),
+    "\n",
+    include_str!("../scripts/check.lua")
+);
 
 /// The scripts, with their SHA1 computed once.
 #[derive(Debug)]
@@ -26,6 +56,7 @@ pub(crate) struct Scripts {
     counter: Script,
     fixed: Script,
     gcra: Script,
+    check: Script,
 }
 
 impl Scripts {
@@ -35,7 +66,18 @@ impl Scripts {
             counter: Script::new(SLIDING_COUNTER),
             fixed: Script::new(FIXED_WINDOW),
             gcra: Script::new(GCRA),
+            check: Script::new(CHECK),
         }
+    }
+
+    /// The general script (multi-dimension, penalties).
+    pub(crate) fn check(&self) -> &Script {
+        &self.check
+    }
+
+    /// Every script, for loading at connect time.
+    pub(crate) fn all(&self) -> [&Script; 5] {
+        [&self.log, &self.counter, &self.fixed, &self.gcra, &self.check]
     }
 
     /// The script enforcing `algorithm`.

@@ -143,14 +143,8 @@ impl RedisStoreBuilder {
             .await
             .map_err(|e| from_redis(&format!("connecting to {url}"), e))?;
         let scripts = Scripts::new();
-        for algorithm in
-            [Algorithm::SlidingLog, Algorithm::SLIDING_COUNTER, Algorithm::FixedWindow, Algorithm::Gcra]
-        {
-            scripts
-                .for_algorithm(algorithm)
-                .load_async(&mut conn)
-                .await
-                .map_err(|e| from_redis("loading scripts", e))?;
+        for script in scripts.all() {
+            script.load_async(&mut conn).await.map_err(|e| from_redis("loading scripts", e))?;
         }
         Ok(RedisStore {
             inner: Arc::new(Inner { conn, prefix: self.prefix, clock: self.clock, scripts, url }),

@@ -20,8 +20,9 @@ impl FixedWindow {
         FixedWindow::default()
     }
 
-    /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.
-    pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+    /// Decides a request of `cost` (1..=limit) at `now` *without* counting
+    /// it: an admitting decision reports what is left before the charge.
+    pub fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         let window = rule.window_ms();
         let cur = now / window;
         if cur > self.index {
@@ -29,10 +30,21 @@ impl FixedWindow {
         }
         let ends = Duration::from_millis((self.index + 1) * window - now);
         if u64::from(self.count) + u64::from(cost) <= u64::from(rule.limit()) {
-            self.count += cost;
-            return Decision::allowed(rule.limit(), rule.limit() - self.count, ends);
+            let reset = if self.count > 0 { ends } else { Duration::ZERO };
+            return Decision::allowed(rule.limit(), rule.limit() - self.count, reset);
         }
         Decision::limited(rule.limit(), rule.limit().saturating_sub(self.count), ends, ends)
+    }
+
+    /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.
+    pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let peeked = self.peek(rule, now, cost);
+        if !peeked.allowed {
+            return peeked;
+        }
+        self.count += cost;
+        let ends = Duration::from_millis((self.index + 1) * rule.window_ms() - now);
+        Decision::allowed(rule.limit(), rule.limit() - self.count, ends)
     }
 
     /// When the current window ends (0 when nothing was counted).

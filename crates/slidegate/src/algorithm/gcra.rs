@@ -31,14 +31,27 @@ impl Gcra {
         if self.tat_ms < now { 0 } else { u128::from(self.tat_ms - now) * n + u128::from(self.tat_rem) }
     }
 
+    /// Decides a request of `cost` (1..=limit) at `now` *without* charging
+    /// it: an admitting decision reports what is left before the charge.
+    pub fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        self.decide(rule, now, cost, false)
+    }
+
     /// Decides a request of `cost` (1..=limit) at `now`, charging it if admitted.
     pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        self.decide(rule, now, cost, true)
+    }
+
+    fn decide(&mut self, rule: &Rule, now: u64, cost: u32, charge: bool) -> Decision {
         let n = u128::from(rule.limit());
         let w = u128::from(rule.window_ms());
         let ahead = self.ahead(n, now);
         let next = ahead + u128::from(cost) * w;
         let ms = |units: u128| Duration::from_millis(ceil_div(units, n) as u64);
         if next <= w * n {
+            if !charge {
+                return Decision::allowed(rule.limit(), ((w * n - ahead) / w) as u32, ms(ahead));
+            }
             self.tat_ms = now + (next / n) as u64;
             self.tat_rem = (next % n) as u64;
             let remaining = ((w * n - next) / w) as u32;

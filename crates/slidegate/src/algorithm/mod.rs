@@ -57,11 +57,36 @@ impl State {
         }
     }
 
-    /// Decides a request of `cost` (1..=limit) at `now` ms.
+    /// Decides a request of `cost` (1..=limit) at `now` ms, charging it if
+    /// admitted.
     ///
     /// If the state belongs to another algorithm than `rule`'s (a caller
     /// mixing states), it is replaced by fresh state for `rule`.
     pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        self.matching(rule);
+        match self {
+            State::Log(s) => s.check(rule, now, cost),
+            State::Counter(s) => s.check(rule, now, cost),
+            State::Fixed(s) => s.check(rule, now, cost),
+            State::Gcra(s) => s.check(rule, now, cost),
+        }
+    }
+
+    /// Decides like [`check`](Self::check) but charges nothing: an admitting
+    /// decision reports the remaining quota and reset time *before* the
+    /// charge. Only expired state is dropped. Multi-dimension checks peek at
+    /// every dimension and charge them only if all admit.
+    pub fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        self.matching(rule);
+        match self {
+            State::Log(s) => s.peek(rule, now, cost),
+            State::Counter(s) => s.peek(rule, now, cost),
+            State::Fixed(s) => s.peek(rule, now, cost),
+            State::Gcra(s) => s.peek(rule, now, cost),
+        }
+    }
+
+    fn matching(&mut self, rule: &Rule) {
         let matches = matches!(
             (&*self, rule.algorithm()),
             (State::Log(_), Algorithm::SlidingLog)
@@ -71,12 +96,6 @@ impl State {
         );
         if !matches {
             *self = State::new(rule);
-        }
-        match self {
-            State::Log(s) => s.check(rule, now, cost),
-            State::Counter(s) => s.check(rule, now, cost),
-            State::Fixed(s) => s.check(rule, now, cost),
-            State::Gcra(s) => s.check(rule, now, cost),
         }
     }
 

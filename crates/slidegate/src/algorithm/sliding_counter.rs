@@ -50,8 +50,9 @@ impl SlidingCounter {
         SlidingCounter::default()
     }
 
-    /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.
-    pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+    /// Decides a request of `cost` (1..=limit) at `now` *without* counting
+    /// it: an admitting decision reports what is left before the charge.
+    pub fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         let limit = u64::from(rule.limit());
         let now_i = i128::from(now);
         let first = bucket_of(rule, now_i - i128::from(rule.window_ms()) + 1);
@@ -64,15 +65,7 @@ impl SlidingCounter {
         }
         let used = self.total;
         if used + u64::from(cost) <= limit {
-            let cur = bucket_of(rule, now_i);
-            let at = self.buckets.partition_point(|&(idx, _)| idx < cur);
-            match self.buckets.get_mut(at) {
-                Some((idx, count)) if *idx == cur => *count += cost,
-                _ => self.buckets.insert(at, (cur, cost)),
-            }
-            self.total += u64::from(cost);
-            let remaining = (limit - self.total) as u32;
-            return Decision::allowed(rule.limit(), remaining, self.until(self.expires_at(rule), now));
+            return Decision::allowed(rule.limit(), (limit - used) as u32, self.until(self.expires_at(rule), now));
         }
         let excess = used + u64::from(cost) - limit;
         let mut freed = 0u64;
@@ -90,6 +83,23 @@ impl SlidingCounter {
             self.until(retry_at, now),
             self.until(self.expires_at(rule), now),
         )
+    }
+
+    /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.
+    pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let peeked = self.peek(rule, now, cost);
+        if !peeked.allowed {
+            return peeked;
+        }
+        let cur = bucket_of(rule, i128::from(now));
+        let at = self.buckets.partition_point(|&(idx, _)| idx < cur);
+        match self.buckets.get_mut(at) {
+            Some((idx, count)) if *idx == cur => *count += cost,
+            _ => self.buckets.insert(at, (cur, cost)),
+        }
+        self.total += u64::from(cost);
+        let remaining = (u64::from(rule.limit()) - self.total) as u32;
+        Decision::allowed(rule.limit(), remaining, self.until(self.expires_at(rule), now))
     }
 
     fn until(&self, at: i128, now: u64) -> Duration {

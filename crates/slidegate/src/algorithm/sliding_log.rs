@@ -35,18 +35,15 @@ impl SlidingLog {
         }
     }
 
-    /// Decides a request of `cost` (1..=limit) at `now`, recording it if admitted.
-    pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+    /// Decides a request of `cost` (1..=limit) at `now` *without* charging
+    /// it: an admitting decision reports what is left before the charge.
+    /// Multi-dimension checks peek every dimension before charging any.
+    pub fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         let (limit, window) = (u64::from(rule.limit()), rule.window_ms());
         self.prune(window, now);
         let used = self.total;
         if used + u64::from(cost) <= limit {
-            // Keep the log sorted even when the clock steps back.
-            let at = self.entries.partition_point(|&(ts, _)| ts <= now);
-            self.entries.insert(at, (now, cost));
-            self.total += u64::from(cost);
-            let remaining = (limit - self.total) as u32;
-            return Decision::allowed(rule.limit(), remaining, self.reset_after(window, now));
+            return Decision::allowed(rule.limit(), (limit - used) as u32, self.reset_after(window, now));
         }
         // Oldest charges leave first; find the one whose expiry frees enough.
         let excess = used + u64::from(cost) - limit;
@@ -65,6 +62,20 @@ impl SlidingLog {
             Duration::from_millis(retry_at.saturating_sub(now)),
             self.reset_after(window, now),
         )
+    }
+
+    /// Decides a request of `cost` (1..=limit) at `now`, recording it if admitted.
+    pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let peeked = self.peek(rule, now, cost);
+        if !peeked.allowed {
+            return peeked;
+        }
+        // Keep the log sorted even when the clock steps back.
+        let at = self.entries.partition_point(|&(ts, _)| ts <= now);
+        self.entries.insert(at, (now, cost));
+        self.total += u64::from(cost);
+        let remaining = (u64::from(rule.limit()) - self.total) as u32;
+        Decision::allowed(rule.limit(), remaining, self.reset_after(rule.window_ms(), now))
     }
 
     fn reset_after(&self, window: u64, now: u64) -> Duration {

@@ -1,0 +1,86 @@
+-- Any number of dimensions (rule + key) for one request, each with an
+-- optional penalty: admitted only if every dimension admits, and then
+-- every one is charged; if any denies, none is charged (denying
+-- dimensions with a penalty record a violation). All keys must share a
+-- Cluster slot (the client groups them).
+--
+-- KEYS     per dimension i (1-based), 3 keys: [3i-2] state, [3i-1] violations, [3i] ban
+-- ARGV     [1] now_ms ("" = Redis TIME)  [2] cost  [3] D = number of dimensions,
+--          then per dimension 8 values from 3 + 8(i-1) + 1:
+--          algorithm (1 log, 2 counter, 3 fixed, 4 gcra), limit, window_ms,
+--          buckets, violation window ms (0 = no penalty), warn_after (0 = none),
+--          ban_after (0 = none), ban_for_ms
+-- Reply    per dimension 6 integers: allowed (1|0; 1 = this dimension had
+--          room, charged only if all did), remaining, retry_after_ms,
+--          reset_after_ms, state (0 allowed, 1 warned, 2 limited, 3 banned),
+--          violations
+
+local ALGORITHMS = { LOG, COUNTER, FIXED, GCRA }
+local now = now_ms(ARGV[1])
+local cost = tonumber(ARGV[2])
+local count = tonumber(ARGV[3])
+
+local dims = {}
+local all_fit = true
+for i = 1, count do
+  local o = 3 + 8 * (i - 1)
+  local d = {
+    algorithm = ALGORITHMS[tonumber(ARGV[o + 1])],
+    r = { limit = tonumber(ARGV[o + 2]), window = tonumber(ARGV[o + 3]), buckets = tonumber(ARGV[o + 4]) },
+    vwindow = tonumber(ARGV[o + 5]),
+    warn_after = tonumber(ARGV[o + 6]),
+    ban_after = tonumber(ARGV[o + 7]),
+    ban_for = tonumber(ARGV[o + 8]),
+    key = KEYS[3 * i - 2],
+    viol = KEYS[3 * i - 1],
+    ban = KEYS[3 * i],
+    banned = 0,
+  }
+  if d.ban_after > 0 then
+    d.banned = PENALTY.ban_left(d.ban, now)
+  end
+  if d.banned > 0 then
+    all_fit = false
+  else
+    d.v = d.algorithm.eval(d.key, d.r, cost, now)
+    if not d.v.fits then all_fit = false end
+  end
+  dims[i] = d
+end
+
+local reply = {}
+for _, d in ipairs(dims) do
+  local allowed, remaining, retry, reset, state, violations
+  if d.banned > 0 then
+    allowed, remaining, retry, reset, state, violations = 0, 0, d.banned, d.banned, 3, d.ban_after
+  elseif d.v.fits then
+    allowed, retry, state, violations = 1, 0, 0, 0
+    if all_fit then
+      remaining, reset = d.algorithm.charge(d.key, d.r, cost, now, d.v)
+    else
+      remaining, reset = d.v.remaining, d.algorithm.idle(d.key, d.r, now, d.v)
+    end
+    if d.vwindow > 0 then
+      violations = PENALTY.count(d.viol, d.vwindow, now)
+      if d.warn_after > 0 and violations >= d.warn_after then state = 1 end
+    end
+  else
+    allowed, remaining, retry, reset, state, violations = 0, d.v.remaining, d.v.retry, d.v.reset, 2, 0
+    if d.vwindow > 0 then
+      violations = PENALTY.violate(d.viol, d.vwindow, now)
+      if d.ban_after > 0 and violations >= d.ban_after then
+        PENALTY.ban(d.ban, d.viol, now, d.ban_for)
+        state = 3
+        if d.ban_for > retry then retry = d.ban_for end
+        if d.ban_for > reset then reset = d.ban_for end
+      end
+    end
+  end
+  reply[#reply + 1] = allowed
+  reply[#reply + 1] = remaining
+  reply[#reply + 1] = retry
+  reply[#reply + 1] = reset
+  reply[#reply + 1] = state
+  reply[#reply + 1] = violations
+end
+return reply

@@ -1,0 +1,17 @@
+-- One rule, one key, no penalty: the hot path. `A` is the algorithm's
+-- table, bound by src/scripts.rs.
+--
+-- KEYS[1]  the state key
+-- ARGV     [1] limit  [2] window_ms  [3] cost (1..=limit, checked by the
+--          client)  [4] now_ms ("" = Redis TIME)  [5] buckets (counter only)
+-- Reply    { allowed (1|0), remaining, retry_after_ms, reset_after_ms }
+
+local r = { limit = tonumber(ARGV[1]), window = tonumber(ARGV[2]), buckets = tonumber(ARGV[5]) }
+local cost = tonumber(ARGV[3])
+local now = now_ms(ARGV[4])
+local v = A.eval(KEYS[1], r, cost, now)
+if v.fits then
+  local remaining, reset = A.charge(KEYS[1], r, cost, now, v)
+  return { 1, remaining, 0, reset }
+end
+return { 0, v.remaining, v.retry, v.reset }
