@@ -26,14 +26,29 @@ use slidegate::{Error, Rule, encode_identity};
 /// ```
 pub fn state_key(prefix: &str, rule: &Rule, key: &str) -> Result<String, Error> {
     let identity = encode_identity(key)?;
+    Ok(key_for(prefix, rule, &identity, &rule.state_part()))
+}
+
+/// The keys of `rule`'s penalty for `key`: its violations and its ban,
+/// in the same hash tag (Cluster slot) as its state.
+///
+/// # Errors
+///
+/// [`InvalidKey`](slidegate::ErrorKind::InvalidKey) for an empty key.
+pub fn penalty_keys(prefix: &str, rule: &Rule, key: &str) -> Result<[String; 2], Error> {
+    let identity = encode_identity(key)?;
+    Ok([key_for(prefix, rule, &identity, "viol"), key_for(prefix, rule, &identity, "ban")])
+}
+
+/// `<prefix><rule>:{<identity>}:<part>` for an already encoded identity.
+pub(crate) fn key_for(prefix: &str, rule: &Rule, identity: &str, part: &str) -> String {
     let name = rule.state_name();
-    let part = rule.state_part();
     let mut out = String::with_capacity(prefix.len() + name.len() + identity.len() + part.len() + 4);
     out.push_str(prefix);
     out.push_str(&name);
     out.push_str(":{");
-    out.push_str(&identity);
+    out.push_str(identity);
     out.push_str("}:");
-    out.push_str(&part);
-    Ok(out)
+    out.push_str(part);
+    out
 }

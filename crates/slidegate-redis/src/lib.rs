@@ -22,13 +22,15 @@
 //! # Ok(()) }
 //! ```
 
+mod batch;
+mod commands;
 mod errors;
 mod keys;
 pub mod scripts;
 mod store;
 mod url;
 
-pub use keys::state_key;
+pub use keys::{penalty_keys, state_key};
 pub use store::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RESPONSE_TIMEOUT, RedisStore, RedisStoreBuilder,
 };

@@ -6,10 +6,13 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::io::tcp::TcpSettings;
-use slidegate::{Algorithm, Clock, Decision, Error, ErrorKind, Rule, Store, validate_cost};
+use slidegate::{
+    BatchItem, Clock, Decision, Dimension, Error, ErrorKind, MultiDecision, Rule, Store, validate_cost,
+    validate_dimensions,
+};
 
+use crate::commands::{self, Call, Shape};
 use crate::errors::from_redis;
-use crate::keys::state_key;
 use crate::scripts::{self, Scripts};
 use crate::url::redact_url;
 
@@ -29,7 +32,7 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 ///   application nodes with skewed clocks share one timeline. With
 ///   [`RedisStoreBuilder::client_clock`] the time is sent by the client
 ///   instead, for servers that forbid `TIME` and for trace replay.
-/// * Keys are `<prefix><rule>:{<identity>}:<part>` (see [`state_key`]) and
+/// * Keys are `<prefix><rule>:{<identity>}:<part>` (see [`state_key`](crate::state_key)) and
 ///   every write sets a TTL of the time until the key is empty plus 1 s.
 /// * One auto-pipelining, reconnecting `ConnectionManager` with TCP_NODELAY
 ///   and explicit connect/response timeouts; clones share it.
@@ -184,40 +187,53 @@ impl RedisStore {
         self.inner.conn.clone()
     }
 
-    async fn run(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
-        validate_cost(rule, cost)?;
-        let redis_key = state_key(&self.inner.prefix, rule, key)?;
-        let now = self.inner.clock.as_ref().map(|c| c.now_ms().to_string()).unwrap_or_default();
-        let script = self.inner.scripts.for_algorithm(rule.algorithm());
-        let mut cmd = scripts::evalsha(script, &[&redis_key]);
-        cmd.arg(rule.limit()).arg(rule.window_ms()).arg(cost).arg(now);
-        if let Algorithm::SlidingCounter { buckets } = rule.algorithm() {
-            cmd.arg(buckets.get());
-        }
-        let mut conn = self.inner.conn.clone();
-        let reply: Vec<i64> = scripts::run(&mut conn, script, &cmd)
-            .await
-            .map_err(|e| from_redis("running the limiter script", e))?;
-        decision_from_reply(rule, &reply)
+    /// The clock argument of the scripts: the client clock's time, or `""`
+    /// for the Redis server's.
+    pub(crate) fn now_arg(&self) -> String {
+        self.inner.clock.as_ref().map(|c| c.now_ms().to_string()).unwrap_or_default()
     }
-}
 
-fn decision_from_reply(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
-    let &[allowed, remaining, retry_ms, reset_ms] = reply else {
-        return Err(Error::new(ErrorKind::Backend, format!("unexpected script reply {reply:?}")));
-    };
-    let remaining = u32::try_from(remaining.max(0)).unwrap_or(u32::MAX);
-    let ms = |v: i64| Duration::from_millis(u64::try_from(v).unwrap_or(0));
-    Ok(if allowed == 1 {
-        Decision::allowed(rule.limit(), remaining, ms(reset_ms))
-    } else {
-        Decision::limited(rule.limit(), remaining, ms(retry_ms), ms(reset_ms))
-    })
+    pub(crate) fn scripts(&self) -> &Scripts {
+        &self.inner.scripts
+    }
+
+    /// Sends one call and returns its reply.
+    pub(crate) async fn send(&self, call: &Call<'_>) -> Result<Vec<i64>, Error> {
+        let mut conn = self.inner.conn.clone();
+        scripts::run(&mut conn, call.script, &call.cmd)
+            .await
+            .map_err(|e| from_redis("running the limiter script", e))
+    }
 }
 
 impl Store for RedisStore {
     async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
-        self.run(rule, key, cost).await
+        validate_cost(rule, cost)?;
+        let call =
+            commands::single(&self.inner.scripts, &self.inner.prefix, rule, key, cost, &self.now_arg())?;
+        let reply = self.send(&call).await?;
+        match call.shape {
+            Shape::Single => commands::single_decision(rule, &reply),
+            Shape::General(_) => {
+                let mut decisions = commands::general_decisions(&[rule], &reply)?;
+                decisions.pop().ok_or_else(|| Error::new(ErrorKind::Backend, "empty script reply"))
+            }
+        }
+    }
+
+    /// One script call for all dimensions. (Standalone Redis: every key is
+    /// on the one server; Cluster support groups keys by slot.)
+    async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
+        validate_dimensions(dimensions, cost)?;
+        let call =
+            commands::general(&self.inner.scripts, &self.inner.prefix, dimensions, cost, &self.now_arg())?;
+        let reply = self.send(&call).await?;
+        let rules: Vec<&Rule> = dimensions.iter().map(|(rule, _)| *rule).collect();
+        Ok(MultiDecision::from_decisions(commands::general_decisions(&rules, &reply)?))
+    }
+
+    async fn check_batch(&self, requests: &[BatchItem<'_>]) -> Vec<Result<Decision, Error>> {
+        crate::batch::check_batch(self, requests).await
     }
 }
 

@@ -66,3 +66,91 @@ fn redis_store_matches_the_model() {
         panic!("{e}");
     }
 }
+
+/// One operation: single check on rule A or B, or a multi-dimension check
+/// on both; key index; time step (ms); cost.
+type Ops = Vec<(u8, usize, u64, u32)>;
+
+fn any_algorithm() -> impl Strategy<Value = Algorithm> {
+    prop_oneof![
+        Just(Algorithm::SlidingLog),
+        (1u16..=6).prop_map(|b| Algorithm::SlidingCounter { buckets: NonZeroU16::new(b).expect("b >= 1") }),
+        Just(Algorithm::FixedWindow),
+        Just(Algorithm::Gcra),
+    ]
+}
+
+/// Two rules (A with a random penalty) and a trace of single and
+/// multi-dimension checks.
+fn penalty_case() -> impl Strategy<Value = (Rule, Rule, Ops)> {
+    let rules = (any_algorithm(), 1u32..=5, 10u64..=200, any_algorithm(), 1u32..=5, 10u64..=200);
+    let penalty = (20u64..=600, 0u32..=3, 1u32..=5, 1u64..=300);
+    (rules, penalty)
+        .prop_filter_map("valid rules", |((aa, al, aw, ba, bl, bw), (vw, warn, ban, ban_for))| {
+            let mut p = slidegate::Penalty::new(Duration::from_millis(vw)).ok()?;
+            if warn > 0 && warn < ban {
+                p = p.warn_after(warn).ok()?;
+            }
+            p = p.ban_after(ban, Duration::from_millis(ban_for)).ok()?;
+            let a = Rule::new(al, Duration::from_millis(aw))
+                .and_then(|r| r.with_algorithm(aa))
+                .and_then(|r| r.named("a"))
+                .and_then(|r| r.with_penalty(p))
+                .ok()?;
+            let b = Rule::new(bl, Duration::from_millis(bw))
+                .and_then(|r| r.with_algorithm(ba))
+                .and_then(|r| r.named("b"))
+                .ok()?;
+            Some((a, b))
+        })
+        .prop_flat_map(|(a, b)| {
+            let max_cost = a.limit().min(b.limit());
+            let ops = prop::collection::vec((0u8..3, 0usize..2, 0u64..=40, 1..=max_cost), 1..80);
+            (Just(a), Just(b), ops)
+        })
+}
+
+#[test]
+fn redis_matches_memory_with_penalties_and_dimensions() {
+    let server = support::server();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let config = ProptestConfig {
+        cases: 48,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "tests/regressions/penalties.txt",
+        ))),
+        ..ProptestConfig::default()
+    };
+    let mut runner = TestRunner::new(config);
+    let result = runner.run(&penalty_case(), |(a, b, ops)| {
+        runtime.block_on(async {
+            let clock = ManualClock::new(START_MS);
+            let redis = support::client_clock_store(&server, "penalties", clock.clone()).await;
+            let memory = slidegate::MemoryStore::builder().clock(clock.clone()).build();
+            for (i, &(op, key, step, cost)) in ops.iter().enumerate() {
+                clock.advance(Duration::from_millis(step));
+                let key = format!("k{key}");
+                match op {
+                    0 | 1 => {
+                        let rule = if op == 0 { &a } else { &b };
+                        let got = redis.check(rule, &key, cost).await.expect("redis");
+                        let want = memory.check(rule, &key, cost).await.expect("memory");
+                        prop_assert_eq!(got, want, "op {}: single {} key {} cost {}", i, rule, key, cost);
+                    }
+                    _ => {
+                        let dims = [(&a, key.as_str()), (&b, key.as_str())];
+                        let got = redis.check_all(&dims, cost).await.expect("redis");
+                        let want = memory.check_all(&dims, cost).await.expect("memory");
+                        prop_assert_eq!(got, want, "op {}: both, key {} cost {}", i, key, cost);
+                    }
+                }
+            }
+            Ok(())
+        })
+    });
+    runtime.block_on(support::assert_every_key_has_ttl(&server));
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

@@ -70,6 +70,12 @@ impl Error {
         self.kind
     }
 
+    /// The message, without the kind's description that `Display` puts
+    /// in front of it.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// Whether retrying the same call later may succeed.
     ///
     /// True for infrastructure failures (unavailable, timeout, capacity);

@@ -5,6 +5,7 @@ use std::num::{NonZeroU16, NonZeroU32};
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::penalty::Penalty;
 
 /// The longest window a rule may have (366 days).
 ///
@@ -108,6 +109,8 @@ pub struct Rule {
     /// the rule's parameters, so changing the limit starts from empty; with
     /// one, the state survives a change of limit or window.
     name: Option<Box<str>>,
+    /// Escalation against repeat offenders, if any.
+    penalty: Option<Penalty>,
 }
 
 const fn ms(d: Duration) -> u64 {
@@ -117,22 +120,22 @@ const fn ms(d: Duration) -> u64 {
 impl Rule {
     /// `limit` per second, sliding log.
     pub const fn per_second(limit: NonZeroU32) -> Rule {
-        Rule { limit, window_ms: 1000, algorithm: Algorithm::SlidingLog, name: None }
+        Rule { limit, window_ms: 1000, algorithm: Algorithm::SlidingLog, name: None, penalty: None }
     }
 
     /// `limit` per minute, sliding log.
     pub const fn per_minute(limit: NonZeroU32) -> Rule {
-        Rule { limit, window_ms: 60_000, algorithm: Algorithm::SlidingLog, name: None }
+        Rule { limit, window_ms: 60_000, algorithm: Algorithm::SlidingLog, name: None, penalty: None }
     }
 
     /// `limit` per hour, sliding log.
     pub const fn per_hour(limit: NonZeroU32) -> Rule {
-        Rule { limit, window_ms: 3_600_000, algorithm: Algorithm::SlidingLog, name: None }
+        Rule { limit, window_ms: 3_600_000, algorithm: Algorithm::SlidingLog, name: None, penalty: None }
     }
 
     /// `limit` per day, sliding log.
     pub const fn per_day(limit: NonZeroU32) -> Rule {
-        Rule { limit, window_ms: 86_400_000, algorithm: Algorithm::SlidingLog, name: None }
+        Rule { limit, window_ms: 86_400_000, algorithm: Algorithm::SlidingLog, name: None, penalty: None }
     }
 
     /// `limit` per `window`, sliding log.
@@ -159,7 +162,7 @@ impl Rule {
                 "window must be a whole number of milliseconds, got {window:?}"
             )));
         }
-        Ok(Rule { limit, window_ms: ms(window), algorithm: Algorithm::SlidingLog, name: None })
+        Ok(Rule { limit, window_ms: ms(window), algorithm: Algorithm::SlidingLog, name: None, penalty: None })
     }
 
     /// The same rule enforced by another algorithm.
@@ -217,6 +220,30 @@ impl Rule {
         Ok(self)
     }
 
+    /// The same rule with penalty escalation: warnings, then bans for
+    /// identities that keep hitting it (see [`Penalty`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidRule`](crate::ErrorKind::InvalidRule) when the
+    /// warning threshold is not below the ban threshold.
+    pub fn with_penalty(mut self, penalty: Penalty) -> Result<Rule, Error> {
+        if let (Some(warn), Some(ban)) = (penalty.warn_threshold(), penalty.ban_threshold())
+            && warn >= ban
+        {
+            return Err(Error::invalid_rule(format!(
+                "warn_after ({warn}) must be below ban_after ({ban}): a ban would come before the warning"
+            )));
+        }
+        self.penalty = Some(penalty);
+        Ok(self)
+    }
+
+    /// The penalty given with [`Rule::with_penalty`], if any.
+    pub fn penalty(&self) -> Option<&Penalty> {
+        self.penalty.as_ref()
+    }
+
     /// The most cost admitted per window.
     pub fn limit(&self) -> u32 {
         self.limit.get()
@@ -270,7 +297,11 @@ impl fmt::Display for Rule {
         if let Some(name) = &self.name {
             write!(f, "{name}: ")?;
         }
-        write!(f, "{} per {:?} ({})", self.limit, self.window(), self.algorithm)
+        write!(f, "{} per {:?} ({})", self.limit, self.window(), self.algorithm)?;
+        if let Some(p) = &self.penalty {
+            write!(f, " with penalty over {:?}", p.window())?;
+        }
+        Ok(())
     }
 }
 

@@ -2,7 +2,10 @@
 
 use std::future::Future;
 
-use crate::{Decision, Error, Rule};
+use crate::{Decision, Dimension, Error, MultiDecision, Rule};
+
+/// One request of a batch: rule, key, cost.
+pub type BatchItem<'a> = (&'a Rule, &'a str, u32);
 
 /// Where limiter state lives: [`MemoryStore`](crate::MemoryStore) in this
 /// crate, Redis in `slidegate-redis`.
@@ -27,6 +30,36 @@ pub trait Store: Send + Sync + 'static {
         cost: u32,
     ) -> impl Future<Output = Result<Decision, Error>> + Send;
 
+    /// Decides one request against several dimensions at once, atomically:
+    /// admitted only if every dimension admits, and then all are charged;
+    /// if any denies, none is (see [`MultiDecision`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check), plus the input errors of
+    /// [`validate_dimensions`](crate::validate_dimensions).
+    fn check_all(
+        &self,
+        dimensions: &[Dimension<'_>],
+        cost: u32,
+    ) -> impl Future<Output = Result<MultiDecision, Error>> + Send;
+
+    /// Decides many independent requests; the results are in input order,
+    /// one per request. The default asks one at a time; the Redis store
+    /// sends the whole batch in one round trip (per Cluster slot).
+    fn check_batch(
+        &self,
+        requests: &[BatchItem<'_>],
+    ) -> impl Future<Output = Vec<Result<Decision, Error>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(requests.len());
+            for &(rule, key, cost) in requests {
+                out.push(self.check(rule, key, cost).await);
+            }
+            out
+        }
+    }
+
     /// Whether this store answers from process memory without I/O. The
     /// [`Limiter`](crate::Limiter) calls a local store directly; a remote one
     /// (the default) gets the deadline, circuit breaker and deny cache.
@@ -43,6 +76,21 @@ impl<S: Store> Store for std::sync::Arc<S> {
         cost: u32,
     ) -> impl Future<Output = Result<Decision, Error>> + Send {
         (**self).check(rule, key, cost)
+    }
+
+    fn check_all(
+        &self,
+        dimensions: &[Dimension<'_>],
+        cost: u32,
+    ) -> impl Future<Output = Result<MultiDecision, Error>> + Send {
+        (**self).check_all(dimensions, cost)
+    }
+
+    fn check_batch(
+        &self,
+        requests: &[BatchItem<'_>],
+    ) -> impl Future<Output = Vec<Result<Decision, Error>>> + Send {
+        (**self).check_batch(requests)
     }
 
     fn is_local(&self) -> bool {

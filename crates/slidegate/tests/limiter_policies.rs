@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use slidegate::{
-    BreakerConfig, BreakerState, Decision, Error, ErrorKind, FailurePolicy, Limiter, ManualClock,
-    MemoryStore, Rule, State, Store,
+    BreakerConfig, BreakerState, Decision, Dimension, Error, ErrorKind, FailurePolicy, Limiter, ManualClock,
+    MemoryStore, MultiDecision, Rule, State, Store,
 };
 
 const ANSWER: u8 = 0;
@@ -45,14 +45,27 @@ impl Remote {
     }
 }
 
-impl Store for Remote {
-    async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
+impl Remote {
+    /// Fails or hangs as told, after counting the call.
+    async fn reach(&self) -> Result<(), Error> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         match self.mode.load(Ordering::SeqCst) {
             FAIL => Err(Error::new(ErrorKind::Unavailable, "connection refused")),
             HANG => std::future::pending().await,
-            _ => self.state.check(rule, key, cost).await,
+            _ => Ok(()),
         }
+    }
+}
+
+impl Store for Remote {
+    async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
+        self.reach().await?;
+        self.state.check(rule, key, cost).await
+    }
+
+    async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
+        self.reach().await?;
+        self.state.check_all(dimensions, cost).await
     }
 }
 
@@ -223,6 +236,66 @@ async fn a_memory_store_is_called_directly() {
     assert!(!limiter.check(&rule(1), "a").await.expect("limited").allowed);
     let full = limiter.check(&rule(1), "b").await.expect("policy answers a full store");
     assert_eq!((full.allowed, full.state), (false, State::Degraded));
+}
+
+#[tokio::test]
+async fn multi_dimension_checks_degrade_all_or_nothing() {
+    let (limiter, remote, _) = setup(FailurePolicy::Fallback);
+    let (global, user) = (rule(3).named("g").unwrap(), rule(1).named("u").unwrap());
+    let healthy = limiter.check_all(&[(&global, "api"), (&user, "alice")]).await.expect("check");
+    assert!(healthy.allowed && healthy.decisions.iter().all(|d| d.state == State::Allowed));
+    remote.set(FAIL);
+    let first = limiter.check_all(&[(&global, "api"), (&user, "bob")]).await.expect("degraded");
+    assert!(first.allowed && first.decisions.iter().all(|d| d.state == State::Degraded));
+    let second = limiter.check_all(&[(&global, "api"), (&user, "bob")]).await.expect("degraded");
+    assert_eq!(second.denied_by(), Some(1), "the local fallback is all-or-nothing too");
+    assert_eq!(second.decisions[0].remaining, 2, "and charges nothing on a denial");
+    let err = limiter.check_all(&[(&user, "x"), (&user, "x")]).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidKey, "bad input stays an error during an outage");
+}
+
+#[tokio::test]
+async fn batches_use_the_deny_cache_and_degrade_item_by_item() {
+    let (limiter, remote, _) = setup(FailurePolicy::FailClosed);
+    let r = rule(1);
+    assert!(limiter.check(&r, "hot").await.expect("admit").allowed);
+    assert!(!limiter.check(&r, "hot").await.expect("deny").allowed);
+    let calls = remote.calls();
+    let results = limiter.check_batch(&[(&r, "hot", 1), (&r, "cold", 1), (&r, "", 1), (&r, "hot", 2)]).await;
+    assert_eq!(remote.calls(), calls + 1, "one store call for the whole batch");
+    assert!(matches!(&results[0], Ok(d) if !d.allowed && d.state == State::Limited), "{:?}", results[0]);
+    assert!(matches!(&results[1], Ok(d) if d.allowed));
+    assert_eq!(results[2].as_ref().unwrap_err().kind(), ErrorKind::InvalidKey);
+    assert_eq!(results[3].as_ref().unwrap_err().kind(), ErrorKind::InvalidCost);
+
+    remote.set(FAIL);
+    let results = limiter.check_batch(&[(&r, "a", 1), (&r, "b", 1)]).await;
+    for result in results {
+        let decision = result.expect("a policy answers");
+        assert_eq!((decision.allowed, decision.state), (false, State::Degraded));
+    }
+}
+
+#[tokio::test]
+async fn with_a_penalty_only_bans_are_cached() {
+    let (limiter, remote, _) = setup(FailurePolicy::FailClosed);
+    let penalty = slidegate::Penalty::new(Duration::from_secs(60))
+        .and_then(|p| p.ban_after(3, Duration::from_secs(30)))
+        .unwrap();
+    let r = rule(1).with_penalty(penalty).unwrap();
+    assert!(limiter.check(&r, "m").await.expect("admit").allowed);
+    let before = remote.calls();
+    for violations in 1..=2 {
+        let d = limiter.check(&r, "m").await.expect("deny");
+        assert_eq!((d.state, d.violations), (State::Limited, violations), "each denial reaches the store");
+    }
+    let banned = limiter.check(&r, "m").await.expect("ban");
+    assert_eq!(banned.state, State::Banned);
+    assert_eq!(remote.calls(), before + 3);
+    for _ in 0..10 {
+        assert_eq!(limiter.check(&r, "m").await.expect("cached ban").state, State::Banned);
+    }
+    assert_eq!(remote.calls(), before + 3, "the ban is answered locally");
 }
 
 mod deny_cache_exactness {

@@ -65,7 +65,11 @@ impl SlidingCounter {
         }
         let used = self.total;
         if used + u64::from(cost) <= limit {
-            return Decision::allowed(rule.limit(), (limit - used) as u32, self.until(self.expires_at(rule), now));
+            return Decision::allowed(
+                rule.limit(),
+                (limit - used) as u32,
+                self.until(self.expires_at(rule), now),
+            );
         }
         let excess = used + u64::from(cost) - limit;
         let mut freed = 0u64;

@@ -2,19 +2,22 @@
 //! failure policy, circuit breaker, deadline and deny cache around the store.
 
 mod builder;
+mod guard;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use builder::{DEFAULT_DEADLINE, DEFAULT_FALLBACK_KEYS, LimiterBuilder};
 
-use crate::breaker::{Admission, Breaker};
+use guard::Outcome;
+
+use crate::breaker::Breaker;
 use crate::deny_cache::DenyCache;
 use crate::failure::{self, Reason};
 use crate::{
-    BreakerState, Clock, Decision, Error, ErrorKind, FailurePolicy, MemoryStore, Rule, Store,
-    encode_identity, telemetry, validate_cost,
+    BatchItem, BreakerState, Clock, Decision, Dimension, Error, ErrorKind, FailurePolicy, MemoryStore,
+    MultiDecision, Rule, Store, encode_identity, telemetry, validate_cost, validate_dimensions,
 };
 
 /// Answers "may this caller do this now?" for any rule and key, from one
@@ -97,20 +100,6 @@ impl Limiter<MemoryStore> {
     }
 }
 
-/// Lets the next call probe if a probe ends without a verdict (its future
-/// was dropped mid-call, or the input was invalid).
-struct ProbeGuard<'a> {
-    breaker: Option<&'a Breaker>,
-}
-
-impl Drop for ProbeGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(breaker) = self.breaker {
-            breaker.release_probe();
-        }
-    }
-}
-
 impl<S: Store> Limiter<S> {
     /// A limiter deciding with `store`, with default settings.
     pub fn new(store: S) -> Self {
@@ -151,96 +140,161 @@ impl<S: Store> Limiter<S> {
             return match inner.store.check(rule, key, cost).await {
                 Ok(decision) => Ok(self.record(rule, decision)),
                 Err(error) if failure::is_input_error(&error) => Err(error),
-                Err(error) => self.degrade(rule, key, cost, Reason::of(&error), Some(&error)),
+                Err(error) => {
+                    inner.degrade(rule, key, cost, Reason::of(&error)).map(|d| self.record(rule, d))
+                }
             };
         }
-
         let sent = inner.clock.now_ms();
         if let Some(decision) = inner.deny_cache.as_ref().and_then(|c| c.get(rule, &identity, cost, sent)) {
             telemetry::deny_cache_hit(rule);
             return Ok(self.record(rule, decision));
         }
-        let admission = inner.breaker.as_ref().map_or(Admission::Call, |b| b.admit(sent));
-        if admission == Admission::Reject {
-            return self.degrade(rule, key, cost, Reason::BreakerOpen, None);
-        }
-        let probe = admission == Admission::Probe;
-        let mut guard = ProbeGuard { breaker: if probe { inner.breaker.as_ref() } else { None } };
-
-        let started = Instant::now();
-        let result = match tokio::time::timeout(inner.deadline, inner.store.check(rule, key, cost)).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::new(
-                ErrorKind::Timeout,
-                format!("the store did not answer within the {:?} deadline", inner.deadline),
-            )),
-        };
-        let elapsed = started.elapsed();
-        match result {
-            Ok(decision) => {
-                guard.breaker = None;
-                telemetry::store_call(elapsed, "ok");
-                if let Some(breaker) = &inner.breaker {
-                    breaker.on_success(probe);
-                }
-                if let Some(cache) = &inner.deny_cache {
-                    if decision.allowed {
-                        cache.forget(rule, &identity);
-                    } else {
-                        cache.insert(rule, &identity, cost, sent, &decision);
-                    }
-                }
+        match inner.guarded(inner.store.check(rule, key, cost)).await {
+            Outcome::Answered(decision) => {
+                inner.remember(rule, &identity, cost, sent, &decision);
                 Ok(self.record(rule, decision))
             }
-            // The guard releases a probe that got no verdict.
-            Err(error) if failure::is_input_error(&error) => Err(error),
-            Err(error) => {
-                guard.breaker = None;
-                telemetry::store_call(elapsed, if error.is_timeout() { "timeout" } else { "error" });
-                if let Some(breaker) = &inner.breaker {
-                    breaker.on_failure(probe, inner.clock.now_ms());
-                }
-                self.degrade(rule, key, cost, Reason::of(&error), Some(&error))
-            }
+            Outcome::Invalid(error) => Err(error),
+            Outcome::Failed(reason) => inner.degrade(rule, key, cost, reason).map(|d| self.record(rule, d)),
         }
     }
 
-    /// Answers by the failure policy.
-    fn degrade(
-        &self,
-        rule: &Rule,
-        key: &str,
-        cost: u32,
-        reason: Reason,
-        error: Option<&Error>,
-    ) -> Result<Decision, Error> {
+    /// Decides one request (cost 1) against several (rule, key) dimensions:
+    /// admitted only if every dimension admits, and then every one is
+    /// charged; if any denies, none is charged. Atomic in every store.
+    ///
+    /// # Errors
+    ///
+    /// Invalid input only, see [`validate_dimensions`](crate::validate_dimensions).
+    pub async fn check_all(&self, dimensions: &[Dimension<'_>]) -> Result<MultiDecision, Error> {
+        self.check_all_n(dimensions, 1).await
+    }
+
+    /// [`check_all`](Self::check_all) for a request of weight `cost`,
+    /// charged to every dimension.
+    ///
+    /// # Errors
+    ///
+    /// Invalid input only, see [`validate_dimensions`](crate::validate_dimensions).
+    pub async fn check_all_n(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
+        validate_dimensions(dimensions, cost)?;
         let inner = &*self.inner;
-        if let Some(error) = error {
-            tracing::warn!(target: "slidegate", rule = %rule, %error, policy = %inner.policy, "store failed; answering by failure policy");
-        }
-        let retry = inner.breaker.as_ref().map_or(Duration::ZERO, |b| b.open_remaining(inner.clock.now_ms()));
-        let decision = match inner.policy {
-            FailurePolicy::Fallback => match inner.fallback.check_sync(rule, key, cost) {
-                Ok(local) => failure::mark_degraded(local),
+        let multi = if !inner.enabled.load(Ordering::Relaxed) {
+            MultiDecision::from_decisions(
+                dimensions.iter().map(|(r, _)| Decision::disabled(r.limit())).collect(),
+            )
+        } else if inner.store.is_local() {
+            match inner.store.check_all(dimensions, cost).await {
+                Ok(multi) => multi,
                 Err(error) if failure::is_input_error(&error) => return Err(error),
-                // The fallback store is full too: the policy's intent is to
-                // keep serving, so admit (degraded, counted, logged).
-                Err(error) => {
-                    tracing::warn!(target: "slidegate", %error, "fallback store failed; admitting");
-                    failure::fixed_answer(FailurePolicy::FailOpen, rule.limit(), cost, retry)
+                Err(error) => inner.degrade_all(dimensions, cost, Reason::of(&error))?,
+            }
+        } else {
+            let sent = inner.clock.now_ms();
+            match inner.guarded(inner.store.check_all(dimensions, cost)).await {
+                Outcome::Answered(multi) => {
+                    for ((rule, key), decision) in dimensions.iter().zip(&multi.decisions) {
+                        inner.remember(rule, &encode_identity(key)?, cost, sent, decision);
+                    }
+                    multi
                 }
-            },
-            policy => failure::fixed_answer(policy, rule.limit(), cost, retry),
+                Outcome::Invalid(error) => return Err(error),
+                Outcome::Failed(reason) => inner.degrade_all(dimensions, cost, reason)?,
+            }
         };
-        telemetry::degraded(rule, inner.policy.as_str(), reason.as_str());
-        tracing::debug!(
-            target: "slidegate",
-            rule = %rule,
-            reason = reason.as_str(),
-            allowed = decision.allowed,
-            "degraded decision"
-        );
-        Ok(self.record(rule, decision))
+        for ((rule, _), decision) in dimensions.iter().zip(&multi.decisions) {
+            telemetry::decision(rule, decision);
+        }
+        Ok(multi)
+    }
+
+    /// Decides many independent requests at once — one round trip to the
+    /// Redis store (per Cluster slot) instead of one each. Results are in
+    /// input order; an invalid request gets its own `Err` and does not
+    /// affect the others. Denials in the deny cache are answered locally.
+    pub async fn check_batch(&self, requests: &[BatchItem<'_>]) -> Vec<Result<Decision, Error>> {
+        let inner = &*self.inner;
+        let sent = inner.clock.now_ms();
+        let enabled = inner.enabled.load(Ordering::Relaxed);
+        let remote = !inner.store.is_local();
+        let mut results: Vec<Option<Result<Decision, Error>>> = Vec::with_capacity(requests.len());
+        let mut asked = Vec::new();
+        let mut to_store: Vec<BatchItem<'_>> = Vec::new();
+        for (i, &(rule, key, cost)) in requests.iter().enumerate() {
+            let identity = match validate_cost(rule, cost).and_then(|()| encode_identity(key)) {
+                Ok(identity) => identity,
+                Err(error) => {
+                    results.push(Some(Err(error)));
+                    continue;
+                }
+            };
+            let cached = if remote && enabled {
+                inner.deny_cache.as_ref().and_then(|c| c.get(rule, &identity, cost, sent))
+            } else {
+                None
+            };
+            if !enabled {
+                results.push(Some(Ok(Decision::disabled(rule.limit()))));
+            } else if let Some(decision) = cached {
+                telemetry::deny_cache_hit(rule);
+                results.push(Some(Ok(decision)));
+            } else {
+                results.push(None);
+                asked.push(i);
+                to_store.push((rule, key, cost));
+            }
+        }
+        if !to_store.is_empty() {
+            let answers = if remote {
+                match inner.guarded(async { Ok(inner.store.check_batch(&to_store).await) }).await {
+                    Outcome::Answered(answers) => Some(answers),
+                    Outcome::Invalid(_) | Outcome::Failed(_) => None,
+                }
+            } else {
+                Some(inner.store.check_batch(&to_store).await)
+            };
+            self.settle_batch(&to_store, &asked, answers, sent, &mut results);
+        }
+        results
+            .into_iter()
+            .zip(requests)
+            .map(|(result, &(rule, _, _))| {
+                let result = result.unwrap_or_else(|| Err(Error::new(ErrorKind::Backend, "batch item lost")));
+                if let Ok(decision) = &result {
+                    telemetry::decision(rule, decision);
+                }
+                result
+            })
+            .collect()
+    }
+
+    /// Files the store's batch answers (or, when the batch call failed as a
+    /// whole, the policy's) into `results`.
+    fn settle_batch(
+        &self,
+        to_store: &[BatchItem<'_>],
+        asked: &[usize],
+        answers: Option<Vec<Result<Decision, Error>>>,
+        sent: u64,
+        results: &mut [Option<Result<Decision, Error>>],
+    ) {
+        let inner = &*self.inner;
+        let mut answers = answers.map(Vec::into_iter);
+        for (&(rule, key, cost), &i) in to_store.iter().zip(asked) {
+            let answer = answers.as_mut().and_then(Iterator::next);
+            results[i] = Some(match answer {
+                Some(Ok(decision)) => {
+                    if let Ok(identity) = encode_identity(key) {
+                        inner.remember(rule, &identity, cost, sent, &decision);
+                    }
+                    Ok(decision)
+                }
+                Some(Err(error)) if failure::is_input_error(&error) => Err(error),
+                Some(Err(error)) => inner.degrade(rule, key, cost, Reason::of(&error)),
+                None => inner.degrade(rule, key, cost, Reason::Unavailable),
+            });
+        }
     }
 
     fn record(&self, rule: &Rule, decision: Decision) -> Decision {

@@ -5,20 +5,20 @@ use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::algorithm::State;
-use crate::{Clock, Decision, Error, ErrorKind, Rule, Store, SystemClock, encode_identity, validate_cost};
+mod entry;
+
+use entry::Entry;
+
+use crate::{
+    Clock, Decision, Dimension, Error, ErrorKind, MultiDecision, Rule, Store, SystemClock, encode_identity,
+    validate_cost, validate_dimensions,
+};
 
 /// Default [`MemoryStoreBuilder::max_keys`].
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// Every this many operations a shard drops its expired keys.
 const SWEEP_EVERY: u32 = 4096;
-
-struct Entry {
-    state: State,
-    /// Time (ms) from which `state` holds no charge and may be dropped.
-    expires_at: u64,
-}
 
 #[derive(Default)]
 struct Shard {
@@ -179,43 +179,107 @@ impl MemoryStore {
     /// Invalid key or cost, or [`ErrorKind::CapacityExhausted`].
     pub fn check_sync(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         validate_cost(rule, cost)?;
-        let identity = encode_identity(key)?;
-        let state_name = rule.state_name();
-        let part = rule.state_part();
-        let mut map_key = String::with_capacity(state_name.len() + part.len() + identity.len() + 2);
-        map_key.push_str(&state_name);
-        map_key.push(':');
-        map_key.push_str(&part);
-        map_key.push(':');
-        map_key.push_str(&identity);
-
-        let shard_index = (self.inner.hasher.hash_one(&map_key) as usize) & (self.inner.shards.len() - 1);
+        let map_key = map_key(rule, key)?;
+        let shard_index = self.shard_of(&map_key);
         let now = self.inner.clock.now_ms();
         let mut shard = lock(&self.inner.shards[shard_index]);
         shard.ops = shard.ops.wrapping_add(1);
         if shard.ops.is_multiple_of(SWEEP_EVERY) {
             shard.sweep(now);
         }
-        if let Some(entry) = shard.map.get_mut(map_key.as_str()) {
-            let decision = entry.state.check(rule, now, cost);
-            entry.expires_at = entry.state.expires_at(rule);
-            return Ok(decision);
-        }
-        if shard.map.len() >= self.inner.max_keys_per_shard {
-            shard.sweep(now);
-            if shard.map.len() >= self.inner.max_keys_per_shard {
-                return Err(Error::new(
-                    ErrorKind::CapacityExhausted,
-                    format!("memory store holds its maximum of {} keys", self.inner.max_keys),
-                ));
-            }
-        }
-        let mut state = State::new(rule);
-        let decision = state.check(rule, now, cost);
-        let expires_at = state.expires_at(rule);
-        shard.map.insert(map_key.into_boxed_str(), Entry { state, expires_at });
-        Ok(decision)
+        let entry = self.entry(&mut shard, &map_key, rule, now)?;
+        let peeked = entry.peek(rule, now, cost);
+        Ok(entry.finish(rule, now, cost, peeked, true))
     }
+
+    /// Decides a multi-dimension check synchronously; [`Store::check_all`]
+    /// wraps this. The shards of all dimensions are locked together (in
+    /// index order, so concurrent checks cannot deadlock), so the check is
+    /// atomic.
+    ///
+    /// # Errors
+    ///
+    /// As [`validate_dimensions`], or [`ErrorKind::CapacityExhausted`].
+    pub fn check_all_sync(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
+        validate_dimensions(dimensions, cost)?;
+        let mut keys = Vec::with_capacity(dimensions.len());
+        for (rule, key) in dimensions {
+            let map_key = map_key(rule, key)?;
+            let shard = self.shard_of(&map_key);
+            keys.push((map_key, shard));
+        }
+        let mut order: Vec<usize> = keys.iter().map(|(_, shard)| *shard).collect();
+        order.sort_unstable();
+        order.dedup();
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
+            order.iter().map(|&i| (i, lock(&self.inner.shards[i]))).collect();
+        let now = self.inner.clock.now_ms();
+        let mut peeked = Vec::with_capacity(dimensions.len());
+        for ((rule, _), (map_key, shard)) in dimensions.iter().zip(&keys) {
+            let entry = self.entry(guard_of(&mut guards, *shard), map_key, rule, now)?;
+            peeked.push(entry.peek(rule, now, cost));
+        }
+        let charge = peeked.iter().all(|d| d.allowed);
+        let mut decisions = Vec::with_capacity(dimensions.len());
+        for (((rule, _), (map_key, shard)), peek) in dimensions.iter().zip(&keys).zip(peeked) {
+            let entry = self.entry(guard_of(&mut guards, *shard), map_key, rule, now)?;
+            decisions.push(entry.finish(rule, now, cost, peek, charge));
+        }
+        Ok(MultiDecision::from_decisions(decisions))
+    }
+
+    fn shard_of(&self, map_key: &str) -> usize {
+        (self.inner.hasher.hash_one(map_key) as usize) & (self.inner.shards.len() - 1)
+    }
+
+    /// The entry of `map_key` in `shard`, created if the store has room.
+    fn entry<'s>(
+        &self,
+        shard: &'s mut Shard,
+        map_key: &str,
+        rule: &Rule,
+        now: u64,
+    ) -> Result<&'s mut Entry, Error> {
+        if !shard.map.contains_key(map_key) {
+            if shard.map.len() >= self.inner.max_keys_per_shard {
+                shard.sweep(now);
+                if shard.map.len() >= self.inner.max_keys_per_shard {
+                    return Err(Error::new(
+                        ErrorKind::CapacityExhausted,
+                        format!("memory store holds its maximum of {} keys", self.inner.max_keys),
+                    ));
+                }
+            }
+            shard.map.insert(map_key.into(), Entry::new(rule));
+        }
+        // Just found or inserted under the same lock.
+        shard
+            .map
+            .get_mut(map_key)
+            .ok_or_else(|| Error::new(ErrorKind::Backend, "memory store lost an entry it just inserted"))
+    }
+}
+
+/// The locked shard `index` among `guards` (it is always there: the
+/// guards were taken for exactly these indices).
+fn guard_of<'g, 'm>(guards: &'g mut [(usize, MutexGuard<'m, Shard>)], index: usize) -> &'g mut Shard {
+    let at = guards.iter().position(|(i, _)| *i == index).unwrap_or_default();
+    &mut guards[at].1
+}
+
+/// `<rule state name>:<state part>:<identity>`: the key of one rule's state
+/// for one identity.
+fn map_key(rule: &Rule, key: &str) -> Result<String, Error> {
+    let identity = encode_identity(key)?;
+    let state_name = rule.state_name();
+    let part = rule.state_part();
+    let mut map_key = String::with_capacity(state_name.len() + part.len() + identity.len() + 2);
+    map_key.push_str(&state_name);
+    map_key.push(':');
+    map_key.push_str(&part);
+    map_key.push(':');
+    map_key.push_str(&identity);
+    Ok(map_key)
 }
 
 /// A poisoned shard only means another thread panicked mid-check; the state
@@ -227,6 +291,10 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 impl Store for MemoryStore {
     async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         self.check_sync(rule, key, cost)
+    }
+
+    async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
+        self.check_all_sync(dimensions, cost)
     }
 
     fn is_local(&self) -> bool {

@@ -6,6 +6,9 @@
 //! with (the Redis store in client-clock mode), and stores built by separate
 //! calls of the factory must not share state.
 
+pub mod dimensions;
+pub mod penalties;
+
 use std::future::Future;
 use std::num::{NonZeroU16, NonZeroU32};
 use std::time::Duration;
@@ -35,7 +38,7 @@ pub fn rule(limit: u32, window_ms: u64, algorithm: Algorithm) -> Rule {
         .unwrap_or_else(|e| panic!("test rule: {e}"))
 }
 
-async fn ok<S: Store>(store: &S, rule: &Rule, key: &str, cost: u32) -> Decision {
+pub(crate) async fn ok<S: Store>(store: &S, rule: &Rule, key: &str, cost: u32) -> Decision {
     store.check(rule, key, cost).await.unwrap_or_else(|e| panic!("check {key:?} under {rule}: {e}"))
 }
 
@@ -73,6 +76,18 @@ where
     gcra_spreads_requests(&s, &c).await;
     let (s, c) = fresh().await;
     matches_model_on_a_mixed_trace(&s, &c).await;
+    let (s, c) = fresh().await;
+    penalties::warns_then_bans(&s, &c).await;
+    let (s, c) = fresh().await;
+    penalties::violations_expire(&s, &c).await;
+    let (s, c) = fresh().await;
+    dimensions::all_or_nothing(&s, &c).await;
+    let (s, c) = fresh().await;
+    dimensions::weighted_dimensions(&s, &c).await;
+    let (s, _) = fresh().await;
+    dimensions::bad_dimensions_are_errors(&s).await;
+    let (s, c) = fresh().await;
+    dimensions::batch_in_order(&s, &c).await;
 }
 
 /// N requests pass, the N+1th is denied, keys are independent.

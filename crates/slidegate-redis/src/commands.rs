@@ -1,0 +1,154 @@
+//! Turning checks into script calls and script replies into decisions.
+//! Shared by single checks, multi-dimension checks and batches, so every
+//! path encodes and decodes the same way.
+
+use std::time::Duration;
+
+use redis::{Cmd, Script};
+use slidegate::{Algorithm, Decision, Dimension, Error, ErrorKind, Rule, State, encode_identity};
+
+use crate::keys::key_for;
+use crate::scripts::{self, Scripts};
+
+/// A check ready to send: the command and the script it runs (for a
+/// reload on `NOSCRIPT`), and how to read its reply.
+pub(crate) struct Call<'s> {
+    pub(crate) script: &'s Script,
+    pub(crate) cmd: Cmd,
+    pub(crate) shape: Shape,
+}
+
+/// Which reply a [`Call`] gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// `{allowed, remaining, retry, reset}` from a fast single script.
+    Single,
+    /// Six integers per dimension from the general script.
+    General(usize),
+}
+
+fn algorithm_code(algorithm: Algorithm) -> u8 {
+    match algorithm {
+        Algorithm::SlidingCounter { .. } => 2,
+        Algorithm::FixedWindow => 3,
+        Algorithm::Gcra => 4,
+        // `Algorithm` is non-exhaustive; the log is the exact default.
+        _ => 1,
+    }
+}
+
+fn buckets(rule: &Rule) -> u16 {
+    match rule.algorithm() {
+        Algorithm::SlidingCounter { buckets } => buckets.get(),
+        _ => 1,
+    }
+}
+
+/// The call deciding one request: the fast script of the rule's algorithm,
+/// or the general script when the rule has a penalty. `now` is the client
+/// clock's time, or `""` for the Redis server's.
+pub(crate) fn single<'s>(
+    scripts: &'s Scripts,
+    prefix: &str,
+    rule: &Rule,
+    key: &str,
+    cost: u32,
+    now: &str,
+) -> Result<Call<'s>, Error> {
+    if rule.penalty().is_some() {
+        return general(scripts, prefix, &[(rule, key)], cost, now);
+    }
+    let identity = encode_identity(key)?;
+    let state = key_for(prefix, rule, &identity, &rule.state_part());
+    let script = scripts.for_algorithm(rule.algorithm());
+    let mut cmd = scripts::evalsha(script, &[&state]);
+    cmd.arg(rule.limit()).arg(rule.window_ms()).arg(cost).arg(now);
+    if let Algorithm::SlidingCounter { buckets } = rule.algorithm() {
+        cmd.arg(buckets.get());
+    }
+    Ok(Call { script, cmd, shape: Shape::Single })
+}
+
+/// The call deciding a multi-dimension request (dimensions already
+/// validated) with the general script.
+pub(crate) fn general<'s>(
+    scripts: &'s Scripts,
+    prefix: &str,
+    dimensions: &[Dimension<'_>],
+    cost: u32,
+    now: &str,
+) -> Result<Call<'s>, Error> {
+    let mut keys = Vec::with_capacity(3 * dimensions.len());
+    for (rule, key) in dimensions {
+        let identity = encode_identity(key)?;
+        keys.push(key_for(prefix, rule, &identity, &rule.state_part()));
+        keys.push(key_for(prefix, rule, &identity, "viol"));
+        keys.push(key_for(prefix, rule, &identity, "ban"));
+    }
+    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let script = scripts.check();
+    let mut cmd = scripts::evalsha(script, &key_refs);
+    cmd.arg(now).arg(cost).arg(dimensions.len());
+    for (rule, _) in dimensions {
+        let penalty = rule.penalty();
+        cmd.arg(algorithm_code(rule.algorithm()))
+            .arg(rule.limit())
+            .arg(rule.window_ms())
+            .arg(buckets(rule))
+            .arg(penalty.map_or(0, |p| p.window_ms()))
+            .arg(penalty.and_then(|p| p.warn_threshold()).unwrap_or(0))
+            .arg(penalty.and_then(|p| p.ban_threshold()).unwrap_or(0))
+            .arg(penalty.map_or(0, |p| p.ban_for_ms()));
+    }
+    Ok(Call { script, cmd, shape: Shape::General(dimensions.len()) })
+}
+
+fn unexpected(reply: &[i64]) -> Error {
+    let shown: Vec<i64> = reply.iter().copied().take(16).collect();
+    Error::new(ErrorKind::Backend, format!("unexpected script reply {shown:?}"))
+}
+
+fn ms(v: i64) -> Duration {
+    Duration::from_millis(u64::try_from(v).unwrap_or(0))
+}
+
+fn count(v: i64) -> u32 {
+    u32::try_from(v.max(0)).unwrap_or(u32::MAX)
+}
+
+/// Decodes a [`Shape::Single`] reply.
+pub(crate) fn single_decision(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
+    let &[allowed, remaining, retry_ms, reset_ms] = reply else { return Err(unexpected(reply)) };
+    Ok(if allowed == 1 {
+        Decision::allowed(rule.limit(), count(remaining), ms(reset_ms))
+    } else {
+        Decision::limited(rule.limit(), count(remaining), ms(retry_ms), ms(reset_ms))
+    })
+}
+
+/// Decodes a [`Shape::General`] reply: one decision per rule, in order.
+pub(crate) fn general_decisions(rules: &[&Rule], reply: &[i64]) -> Result<Vec<Decision>, Error> {
+    if reply.len() != 6 * rules.len() {
+        return Err(unexpected(reply));
+    }
+    rules
+        .iter()
+        .zip(reply.chunks_exact(6))
+        .map(|(rule, d)| {
+            let mut decision = if d[0] == 1 {
+                Decision::allowed(rule.limit(), count(d[1]), ms(d[3]))
+            } else {
+                Decision::limited(rule.limit(), count(d[1]), ms(d[2]), ms(d[3]))
+            };
+            decision.state = match d[4] {
+                0 => State::Allowed,
+                1 => State::Warned,
+                2 => State::Limited,
+                3 => State::Banned,
+                _ => return Err(unexpected(reply)),
+            };
+            decision.violations = count(d[5]);
+            Ok(decision)
+        })
+        .collect()
+}

@@ -1,0 +1,158 @@
+//! The protection every store call gets: circuit breaker, deadline,
+//! metrics; and the failure policy's answers when the call fails.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use super::Inner;
+use crate::breaker::{Admission, Breaker};
+use crate::failure::{self, Reason};
+use crate::{Decision, Dimension, Error, ErrorKind, FailurePolicy, MultiDecision, Rule, Store, telemetry};
+
+/// How a guarded store call ended.
+pub(super) enum Outcome<T> {
+    /// The store answered.
+    Answered(T),
+    /// The input was invalid: the caller's error, returned as is.
+    Invalid(Error),
+    /// The store failed, timed out, or was not called (breaker open).
+    Failed(Reason),
+}
+
+/// Lets the next call probe if a probe ends without a verdict (its future
+/// was dropped mid-call, or the input was invalid).
+struct ProbeGuard<'a> {
+    breaker: Option<&'a Breaker>,
+}
+
+impl Drop for ProbeGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(breaker) = self.breaker {
+            breaker.release_probe();
+        }
+    }
+}
+
+impl<S: Store> Inner<S> {
+    /// Runs `call` on the store behind the breaker and the deadline.
+    pub(super) async fn guarded<T>(&self, call: impl Future<Output = Result<T, Error>>) -> Outcome<T> {
+        let admission = self.breaker.as_ref().map_or(Admission::Call, |b| b.admit(self.clock.now_ms()));
+        if admission == Admission::Reject {
+            return Outcome::Failed(Reason::BreakerOpen);
+        }
+        let probe = admission == Admission::Probe;
+        let mut guard = ProbeGuard { breaker: if probe { self.breaker.as_ref() } else { None } };
+
+        let started = Instant::now();
+        let result = match tokio::time::timeout(self.deadline, call).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!("the store did not answer within the {:?} deadline", self.deadline),
+            )),
+        };
+        let elapsed = started.elapsed();
+        match result {
+            Ok(answer) => {
+                guard.breaker = None;
+                telemetry::store_call(elapsed, "ok");
+                if let Some(breaker) = &self.breaker {
+                    breaker.on_success(probe);
+                }
+                Outcome::Answered(answer)
+            }
+            // The guard releases a probe that got no verdict.
+            Err(error) if failure::is_input_error(&error) => Outcome::Invalid(error),
+            Err(error) => {
+                guard.breaker = None;
+                telemetry::store_call(elapsed, if error.is_timeout() { "timeout" } else { "error" });
+                if let Some(breaker) = &self.breaker {
+                    breaker.on_failure(probe, self.clock.now_ms());
+                }
+                tracing::warn!(target: "slidegate", %error, policy = %self.policy, "store failed; answering by failure policy");
+                Outcome::Failed(Reason::of(&error))
+            }
+        }
+    }
+
+    fn retry_hint(&self) -> Duration {
+        self.breaker.as_ref().map_or(Duration::ZERO, |b| b.open_remaining(self.clock.now_ms()))
+    }
+
+    /// The failure policy's answer to one request.
+    pub(super) fn degrade(
+        &self,
+        rule: &Rule,
+        key: &str,
+        cost: u32,
+        reason: Reason,
+    ) -> Result<Decision, Error> {
+        let decision = match self.policy {
+            FailurePolicy::Fallback => match self.fallback.check_sync(rule, key, cost) {
+                Ok(local) => failure::mark_degraded(local),
+                Err(error) if failure::is_input_error(&error) => return Err(error),
+                Err(error) => self.fallback_failed(&error, rule, cost),
+            },
+            policy => failure::fixed_answer(policy, rule.limit(), cost, self.retry_hint()),
+        };
+        self.count_degraded(rule, reason, &decision);
+        Ok(decision)
+    }
+
+    /// The failure policy's answer to a multi-dimension request.
+    pub(super) fn degrade_all(
+        &self,
+        dimensions: &[Dimension<'_>],
+        cost: u32,
+        reason: Reason,
+    ) -> Result<MultiDecision, Error> {
+        let decisions = match self.policy {
+            FailurePolicy::Fallback => match self.fallback.check_all_sync(dimensions, cost) {
+                Ok(local) => local.decisions.into_iter().map(failure::mark_degraded).collect(),
+                Err(error) if failure::is_input_error(&error) => return Err(error),
+                Err(error) => {
+                    dimensions.iter().map(|(rule, _)| self.fallback_failed(&error, rule, cost)).collect()
+                }
+            },
+            policy => dimensions
+                .iter()
+                .map(|(rule, _)| failure::fixed_answer(policy, rule.limit(), cost, self.retry_hint()))
+                .collect(),
+        };
+        let multi = MultiDecision::from_decisions(decisions);
+        for ((rule, _), decision) in dimensions.iter().zip(&multi.decisions) {
+            self.count_degraded(rule, reason, decision);
+        }
+        Ok(multi)
+    }
+
+    /// The fallback store is full too: the policy's intent is to keep
+    /// serving, so admit (degraded, counted, logged).
+    fn fallback_failed(&self, error: &Error, rule: &Rule, cost: u32) -> Decision {
+        tracing::warn!(target: "slidegate", %error, "fallback store failed; admitting");
+        failure::fixed_answer(FailurePolicy::FailOpen, rule.limit(), cost, Duration::ZERO)
+    }
+
+    fn count_degraded(&self, rule: &Rule, reason: Reason, decision: &Decision) {
+        telemetry::degraded(rule, self.policy.as_str(), reason.as_str());
+        tracing::debug!(
+            target: "slidegate",
+            rule = %rule,
+            reason = reason.as_str(),
+            allowed = decision.allowed,
+            "degraded decision"
+        );
+    }
+
+    /// Updates the deny cache with the store's answer for (rule, identity).
+    pub(super) fn remember(&self, rule: &Rule, identity: &str, cost: u32, sent: u64, decision: &Decision) {
+        let Some(cache) = &self.deny_cache else { return };
+        if decision.allowed {
+            cache.forget(rule, identity);
+        } else if rule.penalty().is_none() || decision.state == crate::State::Banned {
+            // With a penalty every denial is a violation the store must
+            // count, so only bans (which nothing shortens) are cached.
+            cache.insert(rule, identity, cost, sent, decision);
+        }
+    }
+}

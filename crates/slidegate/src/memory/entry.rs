@@ -1,0 +1,60 @@
+//! One key's state in the memory store: the algorithm's state and, for
+//! rules with a penalty, the identity's violations and ban. Deciding is
+//! split in two steps so multi-dimension checks can look at every
+//! dimension before charging any.
+
+use crate::algorithm::State as AlgorithmState;
+use crate::{Decision, PenaltyState, Rule, State};
+
+pub(super) struct Entry {
+    state: AlgorithmState,
+    penalty: Option<PenaltyState>,
+    /// Time (ms) from which the entry holds nothing and may be dropped.
+    pub(super) expires_at: u64,
+}
+
+impl Entry {
+    pub(super) fn new(rule: &Rule) -> Entry {
+        Entry { state: AlgorithmState::new(rule), penalty: None, expires_at: 0 }
+    }
+
+    /// Step 1: the ban, if the identity is banned; otherwise the algorithm's
+    /// verdict without charging.
+    pub(super) fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        if let Some(penalty) = rule.penalty()
+            && let Some(ban) = self.penalty.get_or_insert_default().banned(penalty, rule.limit(), now)
+        {
+            return ban;
+        }
+        self.state.peek(rule, now, cost)
+    }
+
+    /// Step 2: charges an admitting `peeked` decision when `charge` (every
+    /// dimension admitted), and accounts the outcome to the penalty: a
+    /// denial is a violation, an admission may carry a warning.
+    pub(super) fn finish(
+        &mut self,
+        rule: &Rule,
+        now: u64,
+        cost: u32,
+        peeked: Decision,
+        charge: bool,
+    ) -> Decision {
+        if peeked.state == State::Banned {
+            return peeked;
+        }
+        let mut decision = if peeked.allowed && charge { self.state.check(rule, now, cost) } else { peeked };
+        let mut expires_at = self.state.expires_at(rule);
+        if let Some(penalty) = rule.penalty() {
+            let state = self.penalty.get_or_insert_default();
+            if decision.allowed {
+                state.on_admit(penalty, now, &mut decision);
+            } else {
+                state.on_deny(penalty, now, &mut decision);
+            }
+            expires_at = expires_at.max(state.expires_at(penalty));
+        }
+        self.expires_at = expires_at;
+        decision
+    }
+}
