@@ -1,34 +1,37 @@
-//! `slidegate bench`: concurrent tasks issue checks against a store, and
-//! the run reports throughput, outcomes and latency percentiles.
+//! `slidegate bench`: concurrent tasks issue checks through a
+//! [`Limiter`] (deadline, failure policy, circuit breaker, deny cache) on a
+//! store, and the run reports throughput, outcomes and latency percentiles.
 //!
-//! Failed checks are counted, never fatal: a benchmark of a flaky store
-//! should say how flaky it is, not stop at the first timeout.
+//! A failing store does not stop the run: the limiter answers by its
+//! failure policy, and the report counts those `degraded` decisions and the
+//! breaker's transitions — a benchmark of a flaky store should say how
+//! flaky it is. Only invalid input is an error, counted the same way.
 
-use std::fmt::Write as _;
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::ValueEnum;
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
+use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-use slidegate::{DEFAULT_MAX_KEYS, MemoryStore, Rule, Store};
+use slidegate::{
+    DEFAULT_DEADLINE, DEFAULT_MAX_KEYS, FailurePolicy, Limiter, MemoryStore, Rule, Store, validate_cost,
+};
+use tokio::sync::oneshot;
 
 use crate::bench_report::{BenchReport, Latency, rate};
+use crate::bench_watch::{BreakerWatch, Watched, progress_bar, watch};
+use crate::bench_worker::{Tally, Worker};
 use crate::cli::{BenchArgs, BenchBound, KeyOrder};
+use crate::store_calls::Observed;
 use crate::store_choice::{AnyStore, RedisOptions, StoreSpec, connect_redis, run_prefix};
 
 /// Slowest latency the histograms hold exactly (60 s, in microseconds);
 /// slower checks are recorded as this.
 const MAX_LATENCY_US: u64 = 60_000_000;
-
-/// A task yields to the scheduler every this many checks, so that stores
-/// that answer without waiting (memory) still share the threads fairly.
-const YIELD_EVERY: u32 = 64;
 
 /// When a run stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +44,10 @@ pub enum Bound {
 
 impl Bound {
     /// The bound the flags name (clap guarantees exactly one).
+    ///
+    /// # Errors
+    ///
+    /// When neither or both are given.
     pub fn from_args(args: &BenchBound) -> anyhow::Result<Bound> {
         match (args.requests, args.duration) {
             (Some(requests), None) => Ok(Bound::Requests(requests)),
@@ -50,11 +57,52 @@ impl Bound {
     }
 }
 
+/// How the [`Limiter`] around the store is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimiterSettings {
+    /// What answers when the store fails or is too slow.
+    pub policy: FailurePolicy,
+    /// The longest one store call may take.
+    pub deadline: Duration,
+    /// Whether repeated denials are answered locally.
+    pub deny_cache: bool,
+    /// Whether the circuit breaker is on.
+    pub breaker: bool,
+}
+
+impl Default for LimiterSettings {
+    /// The library's defaults.
+    fn default() -> Self {
+        LimiterSettings {
+            policy: FailurePolicy::default(),
+            deadline: DEFAULT_DEADLINE,
+            deny_cache: true,
+            breaker: true,
+        }
+    }
+}
+
+impl LimiterSettings {
+    /// A limiter on `store` with these settings.
+    pub fn build<S: Store>(&self, store: S) -> Limiter<S> {
+        let mut builder = Limiter::builder(store).failure_policy(self.policy).deadline(self.deadline);
+        if !self.deny_cache {
+            builder = builder.no_deny_cache();
+        }
+        if !self.breaker {
+            builder = builder.no_breaker();
+        }
+        builder.build()
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct BenchPlan {
     /// The rule every check uses.
     pub rule: Rule,
+    /// Cost of every check.
+    pub cost: u32,
     /// Keys `bench-0` … `bench-{keys-1}`.
     pub keys: u64,
     /// Concurrent tasks.
@@ -65,6 +113,8 @@ pub struct BenchPlan {
     pub key_order: KeyOrder,
     /// Seed of the random key choice (task `i` uses `seed + i`).
     pub seed: u64,
+    /// The limiter around the store.
+    pub limiter: LimiterSettings,
 }
 
 /// What a run measured.
@@ -74,50 +124,58 @@ pub struct BenchOutcome {
     pub allowed: u64,
     /// Denied checks.
     pub denied: u64,
-    /// Failed checks.
+    /// Checks (allowed or denied) answered by the failure policy because
+    /// the store failed, was too slow, or the breaker was open.
+    pub degraded: u64,
+    /// Denials answered by the limiter's deny cache, without the store.
+    pub deny_cache_hits: u64,
+    /// Checks that returned an error (invalid input only).
     pub errors: u64,
     /// The first failure's message.
     pub first_error: Option<String>,
+    /// Breaker transitions seen, and its final state.
+    pub breaker: BreakerWatch,
     /// Wall-clock time from the first check to the last.
     pub elapsed: Duration,
     /// Latency of every check, in microseconds.
     pub latency: Histogram<u64>,
 }
 
-/// Counters the tasks share.
-#[derive(Debug, Default)]
-struct Tally {
-    issued: AtomicU64,
-    completed: AtomicU64,
-    allowed: AtomicU64,
-    denied: AtomicU64,
-    errors: AtomicU64,
-    first_error: Mutex<Option<String>>,
-}
-
 /// Runs `slidegate bench`.
 ///
 /// # Errors
 ///
-/// An invalid rule or a store that cannot be connected to. Failed checks
-/// are counted in the report instead.
+/// An invalid rule, cost or flag combination, or a store that cannot be
+/// connected to. Failed checks are counted in the report instead.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let rule = args.rule.to_rule()?;
+    validate_cost(&rule, args.cost).context("invalid --cost")?;
     let plan = BenchPlan {
-        rule: args.rule.to_rule()?,
+        rule,
+        cost: args.cost,
         keys: args.keys,
         concurrency: args.concurrency,
         bound: Bound::from_args(&args.bound)?,
         key_order: args.key_order,
         seed: args.seed,
+        limiter: LimiterSettings {
+            policy: args.policy,
+            deadline: args.deadline.unwrap_or(DEFAULT_DEADLINE),
+            deny_cache: !args.no_deny_cache,
+            breaker: !args.no_breaker,
+        },
     };
     let store = match &args.store {
         StoreSpec::Memory => {
+            if args.prefix.is_some() {
+                anyhow::bail!("--prefix only applies to a Redis store: the memory store is never shared");
+            }
             let max_keys = usize::try_from(args.keys).unwrap_or(usize::MAX).max(DEFAULT_MAX_KEYS);
             AnyStore::Memory(MemoryStore::builder().max_keys(max_keys).build())
         }
         StoreSpec::Redis { url } => {
             let options = RedisOptions {
-                prefix: run_prefix("bench"),
+                prefix: args.prefix.clone().unwrap_or_else(|| run_prefix("bench")),
                 client_clock: None,
                 response_timeout: args.timeout,
             };
@@ -125,7 +183,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
     };
     let show_progress = !args.json && std::io::stdout().is_terminal();
-    let outcome = execute(&store, &plan, show_progress).await?;
+    let outcome = execute(store, &plan, show_progress).await?;
     let report = report(&args.store, &plan, &outcome);
     if args.json {
         println!("{}", serde_json::to_string(&report).context("cannot encode the report")?);
@@ -135,17 +193,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `plan` against `store`, drawing a progress bar on the terminal when
-/// `show_progress` is set.
+/// Runs `plan` through a limiter on `store`, drawing a progress bar on the
+/// terminal when `show_progress` is set.
 ///
 /// # Errors
 ///
 /// Only if a task panics; failed checks are counted.
-pub async fn execute<S: Store + Clone>(
-    store: &S,
+pub async fn execute<S: Store>(
+    store: S,
     plan: &BenchPlan,
     show_progress: bool,
 ) -> anyhow::Result<BenchOutcome> {
+    let limiter = plan.limiter.build(Observed(store));
     let template = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_US, 3).context("latency histogram")?;
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
@@ -154,12 +213,26 @@ pub async fn execute<S: Store + Clone>(
         Bound::Requests(_) => started,
     };
     let progress = progress_bar(plan.bound, show_progress);
-    let ticker = tokio::spawn(tick(progress.clone(), Arc::clone(&tally), plan.bound, started));
+    let (stop, stopped) = oneshot::channel();
+    let watched = Watched {
+        progress: progress.clone(),
+        bound: plan.bound,
+        started,
+        breaker: {
+            let limiter = limiter.clone();
+            move || limiter.breaker_state()
+        },
+        completed: {
+            let tally = Arc::clone(&tally);
+            move || tally.completed.load(Relaxed)
+        },
+    };
+    let watcher = tokio::spawn(watch(watched, stopped));
 
     let mut tasks = Vec::new();
     for task in 0..plan.concurrency {
         let worker = Worker {
-            store: store.clone(),
+            limiter: limiter.clone(),
             plan: plan.clone(),
             deadline,
             rng: SmallRng::seed_from_u64(plan.seed.wrapping_add(task)),
@@ -174,124 +247,50 @@ pub async fn execute<S: Store + Clone>(
         latency.add(&histogram).context("cannot merge latency histograms")?;
     }
     let elapsed = started.elapsed();
-    ticker.abort();
+    // The watcher polls once more after this, so a breaker still open at
+    // the end is counted even in a run shorter than one poll.
+    let _ = stop.send(());
+    let breaker = watcher.await.context("the breaker watcher failed")?;
     progress.finish_and_clear();
 
     let first_error = tally.first_error.lock().map(|e| e.clone()).unwrap_or_else(|p| p.into_inner().clone());
     Ok(BenchOutcome {
         allowed: tally.allowed.load(Relaxed),
         denied: tally.denied.load(Relaxed),
+        degraded: tally.degraded.load(Relaxed),
+        deny_cache_hits: tally.deny_cache_hits.load(Relaxed),
         errors: tally.errors.load(Relaxed),
         first_error,
+        breaker,
         elapsed,
         latency,
     })
-}
-
-/// One task's share of the run.
-struct Worker<S> {
-    store: S,
-    plan: BenchPlan,
-    deadline: Instant,
-    rng: SmallRng,
-    latency: Histogram<u64>,
-    tally: Arc<Tally>,
-}
-
-impl<S: Store> Worker<S> {
-    async fn run(mut self) -> Histogram<u64> {
-        let mut key = String::new();
-        let mut since_yield = 0;
-        loop {
-            let ticket = self.tally.issued.fetch_add(1, Relaxed);
-            let done = match self.plan.bound {
-                Bound::Requests(total) => ticket >= total,
-                Bound::Duration(_) => Instant::now() >= self.deadline,
-            };
-            if done {
-                return self.latency;
-            }
-            let index = match self.plan.key_order {
-                KeyOrder::RoundRobin => ticket % self.plan.keys,
-                KeyOrder::Random => self.rng.random_range(0..self.plan.keys),
-            };
-            key.clear();
-            let _ = write!(key, "bench-{index}");
-
-            let asked = Instant::now();
-            let result = self.store.check(&self.plan.rule, &key, 1).await;
-            let micros = u64::try_from(asked.elapsed().as_micros()).unwrap_or(u64::MAX);
-            self.latency.saturating_record(micros);
-            match result {
-                Ok(decision) if decision.allowed => self.tally.allowed.fetch_add(1, Relaxed),
-                Ok(_) => self.tally.denied.fetch_add(1, Relaxed),
-                Err(error) => {
-                    let mut first = self.tally.first_error.lock().unwrap_or_else(|p| p.into_inner());
-                    first.get_or_insert_with(|| format!("{:#}", anyhow::Error::new(error)));
-                    self.tally.errors.fetch_add(1, Relaxed)
-                }
-            };
-            self.tally.completed.fetch_add(1, Relaxed);
-
-            since_yield += 1;
-            if since_yield == YIELD_EVERY {
-                since_yield = 0;
-                tokio::task::yield_now().await;
-            }
-        }
-    }
-}
-
-fn progress_bar(bound: Bound, visible: bool) -> ProgressBar {
-    if !visible {
-        return ProgressBar::hidden();
-    }
-    let (length, template) = match bound {
-        Bound::Requests(total) => {
-            (total, "{spinner} {elapsed_precise} [{wide_bar}] {human_pos}/{human_len} decisions, {eta} left")
-        }
-        Bound::Duration(duration) => (
-            u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-            "{spinner} {elapsed_precise} [{wide_bar}] {msg}",
-        ),
-    };
-    let style = ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar());
-    ProgressBar::new(length).with_style(style.progress_chars("=> "))
-}
-
-/// Moves the progress bar ten times a second until aborted.
-async fn tick(progress: ProgressBar, tally: Arc<Tally>, bound: Bound, started: Instant) {
-    let mut interval = tokio::time::interval(Duration::from_millis(100));
-    loop {
-        interval.tick().await;
-        let completed = tally.completed.load(Relaxed);
-        match bound {
-            Bound::Requests(_) => progress.set_position(completed),
-            Bound::Duration(_) => {
-                progress.set_position(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
-                progress.set_message(format!("{completed} decisions"));
-            }
-        }
-    }
 }
 
 /// The report of `outcome`.
 pub fn report(store: &StoreSpec, plan: &BenchPlan, outcome: &BenchOutcome) -> BenchReport {
     let requests = outcome.allowed + outcome.denied + outcome.errors;
     let key_order = plan.key_order.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned());
+    let breaker_state = if plan.limiter.breaker { outcome.breaker.last.as_str() } else { "off" };
     BenchReport {
         store: store.to_string(),
         rule: plan.rule.to_string(),
         algorithm: plan.rule.algorithm().short_name().to_owned(),
         limit: plan.rule.limit(),
         window_ms: plan.rule.window_ms(),
+        cost: plan.cost,
         keys: plan.keys,
         key_order,
         concurrency: plan.concurrency,
+        policy: plan.limiter.policy.to_string(),
         requests,
         allowed: outcome.allowed,
         denied: outcome.denied,
+        degraded: outcome.degraded,
+        deny_cache_hits: outcome.deny_cache_hits,
         errors: outcome.errors,
+        breaker_transitions: outcome.breaker.transitions,
+        breaker_state: breaker_state.to_owned(),
         elapsed_secs: outcome.elapsed.as_secs_f64(),
         decisions_per_sec: rate(requests, outcome.elapsed),
         latency_us: Latency::of(&outcome.latency),
@@ -301,38 +300,123 @@ pub fn report(store: &StoreSpec, plan: &BenchPlan, outcome: &BenchOutcome) -> Be
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use slidegate::{BreakerState, Decision, Error, ErrorKind};
+
     use super::*;
 
     fn plan(bound: Bound, key_order: KeyOrder) -> BenchPlan {
         BenchPlan {
             rule: Rule::new(10, Duration::from_secs(60)).unwrap(),
+            cost: 1,
             keys: 7,
             concurrency: 4,
             bound,
             key_order,
             seed: 1,
+            limiter: LimiterSettings::default(),
+        }
+    }
+
+    /// A remote store that is down.
+    #[derive(Debug, Clone)]
+    struct DownStore;
+
+    impl Store for DownStore {
+        async fn check(&self, _: &Rule, _: &str, _: u32) -> Result<Decision, Error> {
+            Err(Error::new(ErrorKind::Unavailable, "connection refused"))
+        }
+    }
+
+    /// A remote store that denies everything for a minute and counts calls.
+    #[derive(Debug, Clone, Default)]
+    struct DenyingStore {
+        calls: Arc<AtomicU64>,
+    }
+
+    impl Store for DenyingStore {
+        async fn check(&self, rule: &Rule, _: &str, _: u32) -> Result<Decision, Error> {
+            self.calls.fetch_add(1, Relaxed);
+            let minute = Duration::from_secs(60);
+            Ok(Decision::limited(rule.limit(), 0, minute, minute))
         }
     }
 
     #[tokio::test]
     async fn requests_bound_is_exact() {
-        let store = MemoryStore::new();
         let plan = plan(Bound::Requests(1000), KeyOrder::RoundRobin);
-        let outcome = execute(&store, &plan, false).await.unwrap();
+        let outcome = execute(MemoryStore::new(), &plan, false).await.unwrap();
         // 7 keys × 10 allowed each within the minute; the rest denied.
         assert_eq!((outcome.allowed, outcome.denied, outcome.errors), (70, 930, 0));
+        assert_eq!((outcome.degraded, outcome.deny_cache_hits), (0, 0));
+        assert_eq!(outcome.breaker, BreakerWatch::new(BreakerState::Closed));
         assert_eq!(outcome.latency.len(), 1000);
         let report = report(&StoreSpec::Memory, &plan, &outcome);
         assert_eq!(report.requests, 1000);
         assert_eq!(report.key_order, "round-robin");
+        assert_eq!((report.policy.as_str(), report.breaker_state.as_str()), ("fallback", "closed"));
     }
 
     #[tokio::test]
-    async fn errors_are_counted_with_the_first_message() {
+    async fn cost_charges_each_decision() {
+        let mut plan = plan(Bound::Requests(100), KeyOrder::RoundRobin);
+        plan.cost = 3;
+        let outcome = execute(MemoryStore::new(), &plan, false).await.unwrap();
+        // 3 of cost 3 fit in a limit of 10, for each of the 7 keys.
+        assert_eq!((outcome.allowed, outcome.denied), (21, 79));
+    }
+
+    #[tokio::test]
+    async fn store_failures_are_degraded_not_errors() {
         let store = MemoryStore::builder().max_keys(1).shards(1).build();
-        let outcome = execute(&store, &plan(Bound::Requests(50), KeyOrder::Random), false).await.unwrap();
-        assert_eq!(outcome.allowed + outcome.denied + outcome.errors, 50);
-        assert!(outcome.errors > 0);
-        assert!(outcome.first_error.unwrap().contains("capacity"));
+        let outcome = execute(store, &plan(Bound::Requests(50), KeyOrder::Random), false).await.unwrap();
+        assert_eq!(outcome.allowed + outcome.denied, 50);
+        assert_eq!(outcome.errors, 0);
+        assert!(outcome.degraded > 0 && outcome.first_error.is_none());
+    }
+
+    #[tokio::test]
+    async fn invalid_input_is_counted_with_the_first_message() {
+        // `run` rejects such a cost up front; `execute` counts what it gets.
+        let mut plan = plan(Bound::Requests(50), KeyOrder::Random);
+        plan.cost = 11;
+        let outcome = execute(MemoryStore::new(), &plan, false).await.unwrap();
+        assert_eq!((outcome.allowed, outcome.denied, outcome.errors), (0, 0, 50));
+        assert!(outcome.first_error.unwrap().contains("exceeds the limit"));
+    }
+
+    #[tokio::test]
+    async fn a_dead_store_opens_the_breaker() {
+        let mut plan = plan(Bound::Requests(200), KeyOrder::Random);
+        plan.limiter.policy = FailurePolicy::FailClosed;
+        let outcome = execute(DownStore, &plan, false).await.unwrap();
+        assert_eq!((outcome.denied, outcome.degraded, outcome.errors), (200, 200, 0));
+        // Its probes fail too, so it is not closed at the end, and leaving
+        // `closed` was seen at least once.
+        assert_ne!(outcome.breaker.last, BreakerState::Closed);
+        assert!(outcome.breaker.transitions >= 1, "{:?}", outcome.breaker);
+
+        plan.limiter.breaker = false;
+        let outcome = execute(DownStore, &plan, false).await.unwrap();
+        assert_eq!(outcome.breaker, BreakerWatch::new(BreakerState::Closed));
+        assert_eq!(report(&StoreSpec::Memory, &plan, &outcome).breaker_state, "off");
+    }
+
+    #[tokio::test]
+    async fn deny_cache_hits_are_the_denials_the_store_did_not_make() {
+        let plan = plan(Bound::Requests(300), KeyOrder::Random);
+        let store = DenyingStore::default();
+        let outcome = execute(store.clone(), &plan, false).await.unwrap();
+        let calls = store.calls.load(Relaxed);
+        assert_eq!(outcome.denied, 300);
+        assert_eq!(outcome.deny_cache_hits, 300 - calls);
+        assert!(outcome.deny_cache_hits > 0);
+
+        let mut plan = plan;
+        plan.limiter.deny_cache = false;
+        let store = DenyingStore::default();
+        let outcome = execute(store.clone(), &plan, false).await.unwrap();
+        assert_eq!((outcome.deny_cache_hits, store.calls.load(Relaxed)), (0, 300));
     }
 }

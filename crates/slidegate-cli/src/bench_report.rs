@@ -48,20 +48,37 @@ pub struct BenchReport {
     pub limit: u32,
     /// The rule's window in milliseconds.
     pub window_ms: u64,
+    /// Cost of every request.
+    pub cost: u32,
     /// Distinct keys.
     pub keys: u64,
     /// How keys were picked: `random` or `round-robin`.
     pub key_order: String,
     /// Concurrent tasks.
     pub concurrency: u64,
+    /// The limiter's failure policy: `fail_open`, `fail_closed` or `fallback`.
+    pub policy: String,
     /// Decisions attempted (allowed + denied + errors).
     pub requests: u64,
     /// Decisions that admitted the request.
     pub allowed: u64,
     /// Decisions that denied it.
     pub denied: u64,
-    /// Checks that returned an error.
+    /// Of `allowed` + `denied`, the decisions the failure policy made because
+    /// the store failed, missed the deadline, or the breaker was open.
+    pub degraded: u64,
+    /// Of `denied`, the denials the limiter's deny cache answered without
+    /// asking the store (always 0 on the memory store, which has none).
+    pub deny_cache_hits: u64,
+    /// Checks that returned an error: invalid input only, since the limiter
+    /// answers store failures by its policy.
     pub errors: u64,
+    /// Circuit-breaker state changes seen by polling every 10 ms (a lower
+    /// bound: a state held for less than one poll can be missed).
+    pub breaker_transitions: u64,
+    /// The breaker's state at the end: `closed`, `open`, `half_open`, or
+    /// `off` with `--no-breaker`.
+    pub breaker_state: String,
     /// Wall-clock time of the run, in seconds.
     pub elapsed_secs: f64,
     /// `requests / elapsed_secs`.
@@ -85,15 +102,18 @@ impl BenchReport {
         let _ = writeln!(out, "slidegate bench: {} on {}", self.rule, self.store);
         let _ = writeln!(
             out,
-            "  {} keys ({}), {} concurrent tasks\n",
-            self.keys, self.key_order, self.concurrency
+            "  {} keys ({}), {} concurrent tasks, cost {}, policy {}\n",
+            self.keys, self.key_order, self.concurrency, self.cost, self.policy
         );
         let rows = [
             ("decisions", format!("{} in {:.3} s", self.requests, self.elapsed_secs)),
             ("throughput", format!("{} decisions/s", group_thousands(self.decisions_per_sec.round() as u64))),
             ("allowed", self.allowed.to_string()),
             ("denied", self.denied.to_string()),
+            ("degraded", self.degraded.to_string()),
+            ("deny cache", format!("{} hits", self.deny_cache_hits)),
             ("errors", self.errors.to_string()),
+            ("breaker", format!("{} transitions, ends {}", self.breaker_transitions, self.breaker_state)),
             (
                 "latency (µs)",
                 format!(

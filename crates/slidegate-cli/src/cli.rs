@@ -3,11 +3,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use slidegate::FailurePolicy;
 
 use crate::rule_args::{RuleArgs, parse_duration};
 use crate::simulate::traffic::Pattern;
-use crate::store_choice::StoreSpec;
+use crate::store_choice::{StoreSpec, parse_key_prefix};
 
 /// The longest `bench --duration`: a benchmark is a measurement, not a load
 /// generator left running by accident.
@@ -152,13 +154,48 @@ pub struct BenchBound {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Where state lives: `memory`, or a `redis://` / `rediss://` URL (a fresh
-    /// key prefix is used for every run; the Redis server's clock decides).
+    /// key prefix is used for every run unless `--prefix` is given; the Redis
+    /// server's clock decides).
     #[arg(long, default_value = "memory")]
     pub store: StoreSpec,
 
     /// The rule every request is checked against.
     #[command(flatten)]
     pub rule: RuleArgs,
+
+    /// Cost of every request (at least 1, at most `--limit`).
+    #[arg(long, default_value_t = 1)]
+    pub cost: u32,
+
+    /// Redis key prefix to use instead of a fresh random one, so that
+    /// several bench processes share keys (1 to 64 bytes; no whitespace,
+    /// control characters or braces).
+    #[arg(long, value_parser = parse_key_prefix)]
+    pub prefix: Option<String>,
+
+    /// How the limiter answers when the store fails, is slower than
+    /// `--deadline`, or the circuit breaker is open.
+    #[arg(
+        long,
+        default_value = "fallback",
+        value_parser = PossibleValuesParser::new(["fail-open", "fail-closed", "fallback"])
+            .try_map(|text| text.parse::<FailurePolicy>()),
+    )]
+    pub policy: FailurePolicy,
+
+    /// The limiter's deadline for one store call; a slower call is answered
+    /// by `--policy` [default: 50ms, the library's].
+    #[arg(long, value_parser = parse_duration)]
+    pub deadline: Option<Duration>,
+
+    /// Turn off the limiter's deny cache: every denial asks the store.
+    #[arg(long)]
+    pub no_deny_cache: bool,
+
+    /// Turn off the limiter's circuit breaker: every check asks the store,
+    /// however often it fails.
+    #[arg(long)]
+    pub no_breaker: bool,
 
     /// Number of distinct keys requests are spread over.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
@@ -180,7 +217,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 
-    /// Deadline of each Redis call [default: the store's own].
+    /// Response timeout of the Redis connection, for each reply [default:
+    /// the store's own]. The limiter's `--deadline` bounds every check as
+    /// well: the shorter of the two wins.
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,
 
@@ -220,6 +259,34 @@ mod tests {
         assert!(Cli::try_parse_from(long).is_err());
         let ok = [&base[..], &["--requests", "10"]].concat();
         assert!(Cli::try_parse_from(ok).is_ok());
+    }
+
+    #[test]
+    fn bench_limiter_flags() {
+        let base = ["slidegate", "bench", "--limit", "5", "--window", "1s", "--requests", "10"];
+        let bench = |extra: &[&str]| {
+            let cli = Cli::try_parse_from([&base[..], extra].concat())?;
+            let Command::Bench(args) = cli.command else { panic!("not bench") };
+            Ok::<_, clap::Error>(args)
+        };
+        let args = bench(&[]).unwrap();
+        assert_eq!((args.policy, args.deadline, args.cost), (FailurePolicy::Fallback, None, 1));
+        assert!(!args.no_deny_cache && !args.no_breaker && args.prefix.is_none());
+        let args = bench(&["--policy", "fail-closed", "--deadline", "5s", "--no-deny-cache", "--no-breaker"])
+            .unwrap();
+        assert_eq!((args.policy, args.deadline), (FailurePolicy::FailClosed, Some(Duration::from_secs(5))));
+        assert!(args.no_deny_cache && args.no_breaker);
+        let err = bench(&["--policy", "sometimes"]).unwrap_err().to_string();
+        assert!(err.contains("fail-open"), "{err}");
+        let err = bench(&["--prefix", "a b"]).unwrap_err().to_string();
+        assert!(err.contains("whitespace"), "{err}");
+    }
+
+    #[test]
+    fn deadline_help_names_the_library_default() {
+        let help = Cli::command().find_subcommand_mut("bench").unwrap().render_long_help().to_string();
+        let default = format!("default: {}", humantime::format_duration(slidegate::DEFAULT_DEADLINE));
+        assert!(help.contains(&default), "{help}");
     }
 
     #[test]

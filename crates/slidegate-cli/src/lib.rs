@@ -23,10 +23,13 @@
 
 pub mod bench;
 pub mod bench_report;
+pub mod bench_watch;
+mod bench_worker;
 pub mod cli;
 pub mod replay;
 pub mod rule_args;
 pub mod simulate;
+pub mod store_calls;
 pub mod store_choice;
 
 use cli::{Cli, Command};

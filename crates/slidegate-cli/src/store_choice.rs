@@ -65,6 +65,39 @@ pub fn run_prefix(purpose: &str) -> String {
     format!("sg:{purpose}:{:016x}:", rand::random::<u64>())
 }
 
+/// The longest key prefix a user may give: keys stay short, and a prefix
+/// is a namespace, not data.
+pub const MAX_PREFIX_LEN: usize = 64;
+
+/// Checks a user-given key prefix (`bench --prefix`) for clap.
+///
+/// # Errors
+///
+/// A message saying what is wrong when the prefix is empty, longer than
+/// [`MAX_PREFIX_LEN`] bytes, or holds whitespace, a control character or a
+/// brace. Braces are refused because every key's `{identity}` hash tag
+/// picks its Cluster slot: a brace in the prefix would become the tag and
+/// put every key in one slot.
+pub fn parse_key_prefix(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("the key prefix must not be empty".to_owned());
+    }
+    if text.len() > MAX_PREFIX_LEN {
+        return Err(format!("the key prefix is {} bytes; at most {MAX_PREFIX_LEN} are allowed", text.len()));
+    }
+    if let Some(bad) = text.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "the key prefix must not contain whitespace or control characters (found {bad:?})"
+        ));
+    }
+    if text.contains(['{', '}']) {
+        return Err(
+            "the key prefix must not contain `{` or `}` (they would become the keys' hash tag)".to_owned()
+        );
+    }
+    Ok(text.to_owned())
+}
+
 /// Connects to the Redis server at `url`.
 ///
 /// # Errors
@@ -97,6 +130,15 @@ impl Store for AnyStore {
             AnyStore::Redis(store) => store.check(rule, key, cost).await,
         }
     }
+
+    /// The memory store is local, so a [`Limiter`](slidegate::Limiter) calls
+    /// it directly, as it would without this enum in between.
+    fn is_local(&self) -> bool {
+        match self {
+            AnyStore::Memory(store) => store.is_local(),
+            AnyStore::Redis(store) => store.is_local(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -125,5 +167,22 @@ mod tests {
         let (a, b) = (run_prefix("replay"), run_prefix("replay"));
         assert!(a.starts_with("sg:replay:") && a.ends_with(':'));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn checks_key_prefixes() {
+        assert_eq!(parse_key_prefix("sg:shared:"), Ok("sg:shared:".to_owned()));
+        assert_eq!(parse_key_prefix(&"p".repeat(MAX_PREFIX_LEN)).map(|p| p.len()), Ok(MAX_PREFIX_LEN));
+        assert!(parse_key_prefix("").unwrap_err().contains("empty"));
+        assert!(parse_key_prefix(&"p".repeat(MAX_PREFIX_LEN + 1)).unwrap_err().contains("at most 64"));
+        for bad in ["a b", "a\tb", "a\nb", "a\u{7f}b", "a\u{a0}b"] {
+            assert!(parse_key_prefix(bad).unwrap_err().contains("whitespace or control"), "{bad:?}");
+        }
+        assert!(parse_key_prefix("a{b}:").unwrap_err().contains("hash tag"));
+    }
+
+    #[test]
+    fn memory_is_local() {
+        assert!(AnyStore::Memory(MemoryStore::new()).is_local());
     }
 }

@@ -1,6 +1,10 @@
-//! `slidegate bench`: counts add up, JSON parses, Redis works.
+//! `slidegate bench`: counts add up, JSON parses, Redis works, a dying
+//! Redis degrades instead of failing, and bad flags are refused clearly.
 
 mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
 
 use common::{failure, success};
 use serde_json::Value;
@@ -34,6 +38,12 @@ fn memory_json_report_adds_up() {
     let latency = &report["latency_us"];
     assert!(count(latency, "p50") <= count(latency, "p99") && count(latency, "p99") <= count(latency, "max"));
     assert_eq!(report["store"], "memory");
+    assert_eq!((count(&report, "degraded"), count(&report, "deny_cache_hits")), (0, 0));
+    assert_eq!(count(&report, "breaker_transitions"), 0);
+    assert_eq!(
+        (&report["breaker_state"], &report["policy"]),
+        (&Value::from("closed"), &Value::from("fallback"))
+    );
 }
 
 #[test]
@@ -41,6 +51,7 @@ fn human_summary_without_json() {
     let args = ["bench", "--algorithm", "gcra", "--limit", "5", "--window", "1s", "--requests", "100"];
     let out = success(&args, "");
     assert!(out.contains("decisions") && out.contains("p99"), "{out}");
+    assert!(out.contains("degraded") && out.contains("breaker") && out.contains("policy fallback"), "{out}");
 }
 
 #[test]
@@ -80,4 +91,87 @@ fn redis_small_run() {
     assert_eq!(count(&report, "errors"), 0, "{report}");
     // 5 keys × 10 per window, and the run is far shorter than the window.
     assert_eq!(count(&report, "allowed"), 50, "{report}");
+}
+
+#[test]
+fn redis_killed_mid_run_degrades() {
+    let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    // Kill the server once the bench has charged a key: it is then surely
+    // running, with most of its 2 s still ahead (no guess at start-up time).
+    let killer = thread::spawn(move || {
+        let mut server = server;
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while server.command("DBSIZE").map_or(true, |reply| reply == ":0") && Instant::now() < give_up {
+            thread::sleep(Duration::from_millis(5));
+        }
+        server.kill();
+        server
+    });
+    // Without the deny cache every check asks Redis for the whole run; with
+    // it, keys already at their limit would be answered locally and the
+    // kill could go unnoticed.
+    let args = [
+        "bench",
+        "--store",
+        &url,
+        "--no-deny-cache",
+        "--prefix",
+        "sg:kill-test:",
+        "--algorithm",
+        "counter",
+        "--limit",
+        "1000",
+        "--window",
+        "10s",
+        "--keys",
+        "5",
+        "--concurrency",
+        "4",
+        "--duration",
+        "2s",
+        "--json",
+    ];
+    let out = success(&args, "");
+    drop(killer.join().expect("killer thread"));
+    let report: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(count(&report, "errors"), 0, "{report}");
+    assert!(count(&report, "degraded") > 0, "{report}");
+    assert!(count(&report, "breaker_transitions") >= 1, "{report}");
+    assert_eq!(count(&report, "allowed") + count(&report, "denied"), count(&report, "requests"));
+    assert_eq!(report["policy"], "fallback");
+}
+
+#[test]
+fn bad_prefixes_are_refused_with_reasons() {
+    let base =
+        ["bench", "--limit", "5", "--window", "1s", "--requests", "10", "--store", "redis://127.0.0.1:1/"];
+    let long = "p".repeat(65);
+    for (prefix, reason) in [
+        ("", "must not be empty"),
+        ("a b", "whitespace or control"),
+        ("a\tb", "whitespace or control"),
+        (long.as_str(), "at most 64"),
+        ("{tag}:", "hash tag"),
+    ] {
+        // Refused while parsing flags, before any connection is tried.
+        let err = failure(&[&base[..], &["--prefix", prefix]].concat(), "");
+        assert!(err.contains("--prefix") && err.contains(reason), "{prefix:?}: {err}");
+    }
+    let err = failure(&["bench", "--limit", "5", "--window", "1s", "--requests", "10", "--prefix", "p:"], "");
+    assert!(err.contains("--prefix only applies to a Redis store"), "{err}");
+}
+
+#[test]
+fn cost_must_fit_the_limit() {
+    let base = ["bench", "--limit", "5", "--window", "1s", "--requests", "10"];
+    let err = failure(&[&base[..], &["--cost", "6"]].concat(), "");
+    assert!(err.contains("--cost") && err.contains("exceeds the limit 5"), "{err}");
+    let err = failure(&[&base[..], &["--cost", "0"]].concat(), "");
+    assert!(err.contains("--cost") && err.contains("at least 1"), "{err}");
+    let report: Value = serde_json::from_str(
+        success(&[&base[..], &["--cost", "5", "--keys", "1", "--json"]].concat(), "").trim(),
+    )
+    .expect("one JSON object");
+    assert_eq!((count(&report, "allowed"), count(&report, "cost")), (1, 5));
 }

@@ -1,0 +1,115 @@
+//! One `slidegate bench` task: checks in a loop until the run's bound, and
+//! counts every outcome in the [`Tally`] all tasks share.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use rand::Rng;
+use rand::rngs::SmallRng;
+use slidegate::{Limiter, State, Store};
+
+use crate::bench::{BenchPlan, Bound};
+use crate::cli::KeyOrder;
+use crate::store_calls::{Observed, asking};
+
+/// A task yields to the scheduler every this many checks, so that checks
+/// that answer without waiting (memory store, deny cache, open breaker)
+/// still share the threads fairly.
+const YIELD_EVERY: u32 = 64;
+
+/// Counters the tasks share.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    /// Tickets handed out: with `--requests`, the ticket decides whether a
+    /// check is still due, so the total is exact across tasks.
+    pub(crate) issued: AtomicU64,
+    /// Checks answered, for the progress bar.
+    pub(crate) completed: AtomicU64,
+    /// Decisions that admitted the request.
+    pub(crate) allowed: AtomicU64,
+    /// Decisions that denied it.
+    pub(crate) denied: AtomicU64,
+    /// Decisions (of either kind) made by the failure policy.
+    pub(crate) degraded: AtomicU64,
+    /// Denials from the limiter's deny cache.
+    pub(crate) deny_cache_hits: AtomicU64,
+    /// Checks that returned an error.
+    pub(crate) errors: AtomicU64,
+    /// The first error's message: enough to tell what went wrong without
+    /// printing thousands of the same line.
+    pub(crate) first_error: Mutex<Option<String>>,
+}
+
+/// One task's share of the run.
+pub(crate) struct Worker<S> {
+    /// A clone of the one limiter every task shares (breaker, deny cache).
+    pub(crate) limiter: Limiter<Observed<S>>,
+    /// What to run.
+    pub(crate) plan: BenchPlan,
+    /// When a `--duration` run stops.
+    pub(crate) deadline: Instant,
+    /// This task's own key choice, seeded so runs repeat.
+    pub(crate) rng: SmallRng,
+    /// This task's latencies; merged after the run so tasks never contend.
+    pub(crate) latency: Histogram<u64>,
+    /// The counters every task adds to.
+    pub(crate) tally: Arc<Tally>,
+}
+
+impl<S: Store> Worker<S> {
+    /// Checks until the bound is reached; returns the latency of its checks.
+    pub(crate) async fn run(mut self) -> Histogram<u64> {
+        let mut key = String::new();
+        let mut since_yield = 0;
+        loop {
+            let ticket = self.tally.issued.fetch_add(1, Relaxed);
+            let done = match self.plan.bound {
+                Bound::Requests(total) => ticket >= total,
+                Bound::Duration(_) => Instant::now() >= self.deadline,
+            };
+            if done {
+                return self.latency;
+            }
+            let index = match self.plan.key_order {
+                KeyOrder::RoundRobin => ticket % self.plan.keys,
+                KeyOrder::Random => self.rng.random_range(0..self.plan.keys),
+            };
+            key.clear();
+            let _ = write!(key, "bench-{index}");
+
+            let asked_at = Instant::now();
+            let (result, store_asked) =
+                asking(self.limiter.check_n(&self.plan.rule, &key, self.plan.cost)).await;
+            let micros = u64::try_from(asked_at.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.latency.saturating_record(micros);
+            match result {
+                Ok(decision) => {
+                    let verdict = if decision.allowed { &self.tally.allowed } else { &self.tally.denied };
+                    verdict.fetch_add(1, Relaxed);
+                    if decision.state == State::Degraded {
+                        self.tally.degraded.fetch_add(1, Relaxed);
+                    } else if !decision.allowed && !store_asked {
+                        // A denial the limiter made up itself without the
+                        // failure policy: the deny cache's.
+                        self.tally.deny_cache_hits.fetch_add(1, Relaxed);
+                    }
+                }
+                Err(error) => {
+                    let mut first = self.tally.first_error.lock().unwrap_or_else(|p| p.into_inner());
+                    first.get_or_insert_with(|| format!("{:#}", anyhow::Error::new(error)));
+                    self.tally.errors.fetch_add(1, Relaxed);
+                }
+            }
+            self.tally.completed.fetch_add(1, Relaxed);
+
+            since_yield += 1;
+            if since_yield == YIELD_EVERY {
+                since_yield = 0;
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+}
