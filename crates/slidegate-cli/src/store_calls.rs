@@ -14,7 +14,7 @@
 use std::cell::Cell;
 use std::future::Future;
 
-use slidegate::{Decision, Error, Rule, Store};
+use slidegate::{Decision, Dimension, Error, MultiDecision, Rule, Store};
 
 tokio::task_local! {
     /// Set when the store is called during the check [`asking`] runs.
@@ -35,6 +35,15 @@ impl<S: Store> Store for Observed<S> {
         // Outside `asking` there is nothing to note; that is not an error.
         let _ = ASKED.try_with(|asked| asked.set(true));
         self.0.check(rule, key, cost)
+    }
+
+    fn check_all(
+        &self,
+        dimensions: &[Dimension<'_>],
+        cost: u32,
+    ) -> impl Future<Output = Result<MultiDecision, Error>> + Send {
+        let _ = ASKED.try_with(|asked| asked.set(true));
+        self.0.check_all(dimensions, cost)
     }
 
     fn is_local(&self) -> bool {

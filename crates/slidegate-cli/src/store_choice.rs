@@ -8,7 +8,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
-use slidegate::{Decision, Error, ManualClock, MemoryStore, Rule, Store};
+use slidegate::{Decision, Dimension, Error, ManualClock, MemoryStore, MultiDecision, Rule, Store};
 use slidegate_redis::{RedisStore, redact_url};
 
 /// A parsed `--store` value.
@@ -128,6 +128,13 @@ impl Store for AnyStore {
         match self {
             AnyStore::Memory(store) => store.check(rule, key, cost).await,
             AnyStore::Redis(store) => store.check(rule, key, cost).await,
+        }
+    }
+
+    async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
+        match self {
+            AnyStore::Memory(store) => store.check_all(dimensions, cost).await,
+            AnyStore::Redis(store) => store.check_all(dimensions, cost).await,
         }
     }
 

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use crate::{Decision, Dimension, Error, MultiDecision, Rule};
+use crate::{Decision, Dimension, Error, ErrorKind, MultiDecision, Rule};
 
 /// One request of a batch: rule, key, cost.
 pub type BatchItem<'a> = (&'a Rule, &'a str, u32);
@@ -34,6 +34,10 @@ pub trait Store: Send + Sync + 'static {
     /// admitted only if every dimension admits, and then all are charged;
     /// if any denies, none is (see [`MultiDecision`]).
     ///
+    /// The default refuses with [`ErrorKind::Backend`]: a store must decide
+    /// all dimensions atomically, which only the store itself can do. Both
+    /// stores of slidegate implement it.
+    ///
     /// # Errors
     ///
     /// As [`check`](Self::check), plus the input errors of
@@ -42,7 +46,13 @@ pub trait Store: Send + Sync + 'static {
         &self,
         dimensions: &[Dimension<'_>],
         cost: u32,
-    ) -> impl Future<Output = Result<MultiDecision, Error>> + Send;
+    ) -> impl Future<Output = Result<MultiDecision, Error>> + Send {
+        let _ = (dimensions, cost);
+        std::future::ready(Err(Error::new(
+            ErrorKind::Backend,
+            "this store does not implement multi-dimension checks",
+        )))
+    }
 
     /// Decides many independent requests; the results are in input order,
     /// one per request. The default asks one at a time; the Redis store
