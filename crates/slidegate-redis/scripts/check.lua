@@ -10,10 +10,11 @@
 --          algorithm (1 log, 2 counter, 3 fixed, 4 gcra), limit, window_ms,
 --          buckets, violation window ms (0 = no penalty), warn_after (0 = none),
 --          ban_after (0 = none), ban_for_ms
--- Reply    per dimension 6 integers: allowed (1|0; 1 = this dimension had
+-- Reply    per dimension 7 integers: allowed (1|0; 1 = this dimension had
 --          room, charged only if all did), remaining, retry_after_ms,
 --          reset_after_ms, state (0 allowed, 1 warned, 2 limited, 3 banned),
---          violations
+--          violations, receipt (see prelude; 0 when not charged);
+--          then `now` (ms), so a charge can be released (release.lua)
 
 local ALGORITHMS = { LOG, COUNTER, FIXED, GCRA }
 local now = now_ms(ARGV[1])
@@ -51,12 +52,14 @@ end
 local reply = {}
 for _, d in ipairs(dims) do
   local allowed, remaining, retry, reset, state, violations
+  local receipt = 0
   if d.banned > 0 then
     allowed, remaining, retry, reset, state, violations = 0, 0, d.banned, d.banned, 3, d.ban_after
   elseif d.v.fits then
     allowed, retry, state, violations = 1, 0, 0, 0
     if all_fit then
-      remaining, reset = d.algorithm.charge(d.key, d.r, cost, now, d.v)
+      remaining, reset, receipt = d.algorithm.charge(d.key, d.r, cost, now, d.v)
+      receipt = receipt or 0
     else
       remaining, reset = d.v.remaining, d.algorithm.idle(d.key, d.r, now, d.v)
     end
@@ -82,5 +85,7 @@ for _, d in ipairs(dims) do
   reply[#reply + 1] = reset
   reply[#reply + 1] = state
   reply[#reply + 1] = violations
+  reply[#reply + 1] = receipt
 end
+reply[#reply + 1] = now
 return reply

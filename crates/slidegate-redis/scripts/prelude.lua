@@ -7,7 +7,9 @@
 --                                        does not, v.retry and v.reset are set.
 --                                        v.remaining is the quota left now.
 --   A.charge(key, r, cost, now, v)       charges a fitting request, sets the
---                                 -> remaining, reset_ms
+--                 -> remaining, reset_ms, receipt   TTL; the receipt (the log's
+--                                        first member number) lets release.lua
+--                                        take the charge back
 --   A.idle(key, r, now, v) -> reset_ms   reset time of a fitting request that
 --                                        is *not* charged (another dimension
 --                                        of a multi-dimension check denied)
@@ -33,7 +35,8 @@ local function nonneg(x)
   return x
 end
 
--- Adds `count` members scored `now` to the sorted set `key`, named
+-- Adds `count` members scored `now` to the sorted set `key` and returns
+-- the number of the first, named
 -- "<now>:<n>" with n numbering the members of that millisecond, so entries
 -- of one millisecond (from any number of clients) never collapse. Pruning
 -- removes whole milliseconds, so the m members at `now` are 0..m-1.
@@ -51,6 +54,7 @@ local function unique_zadd(key, now, count)
   if #args > 0 then
     redis.call('ZADD', key, unpack(args))
   end
+  return base
 end
 
 -- Milliseconds until the newest member of sorted set `key` leaves a

@@ -28,8 +28,8 @@ function LOG.idle(key, r, now, v)
 end
 
 function LOG.charge(key, r, cost, now, v)
-  unique_zadd(key, now, cost)
+  local base = unique_zadd(key, now, cost)
   local reset = newest_leaves(key, r.window, now)
   redis.call('PEXPIRE', key, reset + SLACK_MS)
-  return r.limit - v.used - cost, reset
+  return r.limit - v.used - cost, reset, base
 end

@@ -1,16 +1,19 @@
 //! Batches: many independent checks in one round trip.
 //!
-//! Every check becomes its own script call, and the calls go out as one
-//! pipeline (redis-rs auto-pipelining on the shared connection would send
+//! Every check becomes its own script call. On a standalone server the
+//! calls go out as one pipeline (redis-rs auto-pipelining on the shared connection would send
 //! them together too, but an explicit pipeline is one write and one read).
 //! A check that fails does not fail the others. Calls answered `NOSCRIPT`
 //! (a restart or `SCRIPT FLUSH` between batches) are reloaded and sent again
 //! — only those: the others already ran and must not run twice.
 
+use futures_util::future::join_all;
+use redis::aio::ConnectionManager;
 use redis::{RedisResult, ServerErrorKind};
 use slidegate::{BatchItem, Decision, Error, ErrorKind, validate_cost};
 
-use crate::commands::{self, Call, Shape};
+use crate::commands::{self, Call};
+use crate::connection::Backend;
 use crate::errors::from_redis;
 use crate::store::RedisStore;
 
@@ -33,10 +36,15 @@ pub(crate) async fn check_batch(
         }
     }
     for chunk in calls.chunks(MAX_PIPELINE) {
-        let replies = send_reloading(store, chunk).await;
+        let replies = match store.backend() {
+            Backend::Standalone(conn) => send_reloading(conn, chunk).await,
+            // Calls go to the nodes owning their slots, concurrently: one
+            // round trip per node (redis-rs pipelines them per connection).
+            Backend::Cluster(_) => join_all(chunk.iter().map(|(_, call)| store.send(call))).await,
+        };
         for ((i, call), reply) in chunk.iter().zip(replies) {
             let rule = requests[*i].0;
-            results[*i] = Some(reply.and_then(|reply| decode(rule, call.shape, &reply)));
+            results[*i] = Some(reply.and_then(|reply| commands::single_reply(rule, call.shape, &reply)));
         }
     }
     results
@@ -45,19 +53,13 @@ pub(crate) async fn check_batch(
         .collect()
 }
 
-fn decode(rule: &slidegate::Rule, shape: Shape, reply: &[i64]) -> Result<Decision, Error> {
-    match shape {
-        Shape::Single => commands::single_decision(rule, reply),
-        Shape::General(_) => commands::general_decisions(&[rule], reply)?
-            .pop()
-            .ok_or_else(|| Error::new(ErrorKind::Backend, "empty script reply")),
-    }
-}
-
 /// Sends `calls` as one pipeline; resends the ones answered `NOSCRIPT`
 /// once, after loading their scripts.
-async fn send_reloading(store: &RedisStore, calls: &[(usize, Call<'_>)]) -> Vec<Result<Vec<i64>, Error>> {
-    let mut replies = match pipeline(store, calls.iter().map(|(_, c)| c)).await {
+async fn send_reloading(
+    conn: &ConnectionManager,
+    calls: &[(usize, Call<'_>)],
+) -> Vec<Result<Vec<i64>, Error>> {
+    let mut replies = match pipeline(conn, calls.iter().map(|(_, c)| c)).await {
         Ok(replies) => replies,
         Err(error) => return calls.iter().map(|_| Err(clone_error(&error))).collect(),
     };
@@ -72,7 +74,7 @@ async fn send_reloading(store: &RedisStore, calls: &[(usize, Call<'_>)]) -> Vec<
     if !missing.is_empty() {
         metrics::counter!("slidegate_script_reloads_total").increment(1);
         tracing::info!(target: "slidegate", "scripts missing on the server (NOSCRIPT): reloading for a batch");
-        let mut conn = store.connection();
+        let mut conn = conn.clone();
         let mut loaded = Vec::new();
         for &i in &missing {
             let script = calls[i].1.script;
@@ -84,7 +86,7 @@ async fn send_reloading(store: &RedisStore, calls: &[(usize, Call<'_>)]) -> Vec<
                 loaded.push(script.get_hash());
             }
         }
-        match pipeline(store, missing.iter().map(|&i| &calls[i].1)).await {
+        match pipeline(&conn, missing.iter().map(|&i| &calls[i].1)).await {
             Ok(again) => {
                 for (&i, reply) in missing.iter().zip(again) {
                     replies[i] = reply;
@@ -107,7 +109,7 @@ async fn send_reloading(store: &RedisStore, calls: &[(usize, Call<'_>)]) -> Vec<
 /// One pipeline of `calls`; per-call results, or an error for the whole
 /// round trip.
 async fn pipeline<'c>(
-    store: &RedisStore,
+    conn: &ConnectionManager,
     calls: impl Iterator<Item = &'c Call<'c>>,
 ) -> Result<Vec<RedisResult<Vec<i64>>>, Error> {
     let mut pipe = redis::pipe();
@@ -115,8 +117,7 @@ async fn pipeline<'c>(
     for call in calls {
         pipe.add_command(call.cmd.clone());
     }
-    let mut conn = store.connection();
-    pipe.query_async(&mut conn).await.map_err(|e| from_redis("sending a batch", e))
+    pipe.query_async(&mut conn.clone()).await.map_err(|e| from_redis("sending a batch", e))
 }
 
 /// The same failure, for every check of a batch whose round trip failed.

@@ -23,7 +23,7 @@ pub(crate) struct Call<'s> {
 pub(crate) enum Shape {
     /// `{allowed, remaining, retry, reset}` from a fast single script.
     Single,
-    /// Six integers per dimension from the general script.
+    /// Seven integers per dimension, then `now`, from the general script.
     General(usize),
 }
 
@@ -126,29 +126,85 @@ pub(crate) fn single_decision(rule: &Rule, reply: &[i64]) -> Result<Decision, Er
     })
 }
 
-/// Decodes a [`Shape::General`] reply: one decision per rule, in order.
-pub(crate) fn general_decisions(rules: &[&Rule], reply: &[i64]) -> Result<Vec<Decision>, Error> {
-    if reply.len() != 6 * rules.len() {
+/// A decoded general-script reply.
+#[derive(Debug)]
+pub(crate) struct GeneralReply {
+    /// One decision per dimension, in order.
+    pub(crate) decisions: Vec<Decision>,
+    /// Per dimension, what release.lua needs to take its charge back.
+    pub(crate) receipts: Vec<i64>,
+    /// The time (ms) the script decided at.
+    pub(crate) now: i64,
+}
+
+/// Decodes a [`Shape::General`] reply for `rules`.
+pub(crate) fn general_reply(rules: &[&Rule], reply: &[i64]) -> Result<GeneralReply, Error> {
+    let Some((&now, per_dimension)) = reply.split_last() else { return Err(unexpected(reply)) };
+    if per_dimension.len() != 7 * rules.len() {
         return Err(unexpected(reply));
     }
-    rules
-        .iter()
-        .zip(reply.chunks_exact(6))
-        .map(|(rule, d)| {
-            let mut decision = if d[0] == 1 {
-                Decision::allowed(rule.limit(), count(d[1]), ms(d[3]))
-            } else {
-                Decision::limited(rule.limit(), count(d[1]), ms(d[2]), ms(d[3]))
-            };
-            decision.state = match d[4] {
-                0 => State::Allowed,
-                1 => State::Warned,
-                2 => State::Limited,
-                3 => State::Banned,
-                _ => return Err(unexpected(reply)),
-            };
-            decision.violations = count(d[5]);
-            Ok(decision)
-        })
-        .collect()
+    let mut decisions = Vec::with_capacity(rules.len());
+    let mut receipts = Vec::with_capacity(rules.len());
+    for (rule, d) in rules.iter().zip(per_dimension.chunks_exact(7)) {
+        let mut decision = if d[0] == 1 {
+            Decision::allowed(rule.limit(), count(d[1]), ms(d[3]))
+        } else {
+            Decision::limited(rule.limit(), count(d[1]), ms(d[2]), ms(d[3]))
+        };
+        decision.state = match d[4] {
+            0 => State::Allowed,
+            1 => State::Warned,
+            2 => State::Limited,
+            3 => State::Banned,
+            _ => return Err(unexpected(reply)),
+        };
+        decision.violations = count(d[5]);
+        decisions.push(decision);
+        receipts.push(d[6]);
+    }
+    Ok(GeneralReply { decisions, receipts, now })
+}
+
+/// Decodes a [`Shape::General`] reply of one dimension.
+pub(crate) fn general_single(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
+    general_reply(&[rule], reply)?
+        .decisions
+        .pop()
+        .ok_or_else(|| Error::new(ErrorKind::Backend, "empty script reply"))
+}
+
+/// Decodes the reply of a [`single`] call.
+pub(crate) fn single_reply(rule: &Rule, shape: Shape, reply: &[i64]) -> Result<Decision, Error> {
+    match shape {
+        Shape::Single => single_decision(rule, reply),
+        Shape::General(_) => general_single(rule, reply),
+    }
+}
+
+/// The call taking back the charges of `dimensions` made at `now` with
+/// `receipts` (see release.lua).
+pub(crate) fn release<'s>(
+    scripts: &'s Scripts,
+    prefix: &str,
+    dimensions: &[Dimension<'_>],
+    receipts: &[i64],
+    cost: u32,
+    now: i64,
+) -> Result<Call<'s>, Error> {
+    let mut keys = Vec::with_capacity(dimensions.len());
+    for (rule, key) in dimensions {
+        keys.push(key_for(prefix, rule, &encode_identity(key)?, &rule.state_part()));
+    }
+    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let script = scripts.release();
+    let mut cmd = scripts::evalsha(script, &key_refs);
+    cmd.arg(now).arg(cost).arg(dimensions.len());
+    for ((rule, _), receipt) in dimensions.iter().zip(receipts) {
+        cmd.arg(algorithm_code(rule.algorithm()))
+            .arg(rule.limit())
+            .arg(rule.window_ms())
+            .arg(buckets(rule))
+            .arg(*receipt);
+    }
+    Ok(Call { script, cmd, shape: Shape::General(dimensions.len()) })
 }

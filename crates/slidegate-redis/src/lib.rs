@@ -23,15 +23,19 @@
 //! ```
 
 mod batch;
+mod builder;
+mod cluster;
 mod commands;
+mod connection;
+mod cross_slot;
 mod errors;
 mod keys;
 pub mod scripts;
 mod store;
 mod url;
 
+pub use builder::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RESPONSE_TIMEOUT, RedisStoreBuilder};
+pub use cluster::{DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
 pub use keys::{penalty_keys, state_key};
-pub use store::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RESPONSE_TIMEOUT, RedisStore, RedisStoreBuilder,
-};
+pub use store::RedisStore;
 pub use url::redact_url;

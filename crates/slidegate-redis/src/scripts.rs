@@ -48,6 +48,9 @@ pub const CHECK: &str = concat!(
     "\n",
     include_str!("../scripts/check.lua")
 );
+/// Full source of the script that takes back charges of the general script
+/// (cross-slot multi-dimension checks in a Cluster).
+pub const RELEASE: &str = include_str!("../scripts/release.lua");
 
 /// The scripts, with their SHA1 computed once.
 #[derive(Debug)]
@@ -57,6 +60,7 @@ pub(crate) struct Scripts {
     fixed: Script,
     gcra: Script,
     check: Script,
+    release: Script,
 }
 
 impl Scripts {
@@ -67,6 +71,7 @@ impl Scripts {
             fixed: Script::new(FIXED_WINDOW),
             gcra: Script::new(GCRA),
             check: Script::new(CHECK),
+            release: Script::new(RELEASE),
         }
     }
 
@@ -75,9 +80,14 @@ impl Scripts {
         &self.check
     }
 
+    /// The release script.
+    pub(crate) fn release(&self) -> &Script {
+        &self.release
+    }
+
     /// Every script, for loading at connect time.
-    pub(crate) fn all(&self) -> [&Script; 5] {
-        [&self.log, &self.counter, &self.fixed, &self.gcra, &self.check]
+    pub(crate) fn all(&self) -> [&Script; 6] {
+        [&self.log, &self.counter, &self.fixed, &self.gcra, &self.check, &self.release]
     }
 
     /// The script enforcing `algorithm`.

@@ -2,28 +2,19 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::io::tcp::TcpSettings;
 use slidegate::{
-    BatchItem, Clock, Decision, Dimension, Error, ErrorKind, MultiDecision, Rule, Store, validate_cost,
+    BatchItem, Clock, Decision, Dimension, Error, MultiDecision, Rule, Store, validate_cost,
     validate_dimensions,
 };
 
-use crate::commands::{self, Call, Shape};
+use crate::commands::{self, Call};
+use crate::connection::Backend;
+use crate::cross_slot;
 use crate::errors::from_redis;
-use crate::scripts::{self, Scripts};
-use crate::url::redact_url;
+use crate::scripts::Scripts;
 
-/// Default key prefix.
-pub const DEFAULT_PREFIX: &str = "sg:";
-/// Default time allowed to open a connection.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-/// Default time allowed for one reply.
-pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// A [`Store`] on a standalone Redis (Sentinel and Cluster come later).
+/// A [`Store`] on Redis: one standalone server or a Redis Cluster.
 ///
 /// * Every decision is one `EVALSHA` of the algorithm's script; when Redis
 ///   answers `NOSCRIPT` (restart, `SCRIPT FLUSH`, failover) the script is
@@ -34,8 +25,14 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 ///   instead, for servers that forbid `TIME` and for trace replay.
 /// * Keys are `<prefix><rule>:{<identity>}:<part>` (see [`state_key`](crate::state_key)) and
 ///   every write sets a TTL of the time until the key is empty plus 1 s.
-/// * One auto-pipelining, reconnecting `ConnectionManager` with TCP_NODELAY
-///   and explicit connect/response timeouts; clones share it.
+/// * Standalone: one auto-pipelining, reconnecting `ConnectionManager` with
+///   TCP_NODELAY and explicit connect/response timeouts; clones share it.
+/// * Cluster (`redis+cluster://…`): every key of one identity shares a hash
+///   slot, so a decision is one script on one node; redirections and
+///   failovers are followed, calls in flight per connection are capped, and
+///   a connection that keeps stalling is rebuilt. A multi-dimension check
+///   whose keys span slots reserves per slot and releases the reservations
+///   if any slot denies — it never over-admits and never leaks a charge.
 ///
 /// ```no_run
 /// use std::num::NonZeroU32;
@@ -55,126 +52,29 @@ pub struct RedisStore {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    conn: ConnectionManager,
-    prefix: String,
+pub(crate) struct Inner {
+    pub(crate) backend: Backend,
+    pub(crate) prefix: String,
     /// `None`: the Redis server's clock decides.
-    clock: Option<Arc<dyn Clock>>,
-    scripts: Scripts,
-    /// Redacted (no password): only for `Debug`.
-    url: String,
+    pub(crate) clock: Option<Arc<dyn Clock>>,
+    pub(crate) scripts: Scripts,
+    /// The servers, passwords hidden: only for `Debug`.
+    pub(crate) servers: String,
 }
 
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
-            .field("url", &self.inner.url)
+            .field("servers", &self.inner.servers)
             .field("prefix", &self.inner.prefix)
             .field("clock", &self.inner.clock.as_ref().map_or("redis server", |_| "client"))
             .finish()
     }
 }
 
-/// Configures a [`RedisStore`].
-pub struct RedisStoreBuilder {
-    url: String,
-    prefix: String,
-    clock: Option<Arc<dyn Clock>>,
-    connect_timeout: Duration,
-    response_timeout: Duration,
-}
-
-impl fmt::Debug for RedisStoreBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisStoreBuilder")
-            .field("url", &redact_url(&self.url))
-            .field("prefix", &self.prefix)
-            .field("client_clock", &self.clock.is_some())
-            .field("connect_timeout", &self.connect_timeout)
-            .field("response_timeout", &self.response_timeout)
-            .finish()
-    }
-}
-
-impl RedisStoreBuilder {
-    /// Prefix of every key (default [`DEFAULT_PREFIX`]); gives applications
-    /// or test runs sharing one Redis separate namespaces.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// Client-clock mode: the script uses `clock`'s time instead of Redis'
-    /// `TIME`. Only for servers that forbid `TIME` and for trace replay —
-    /// nodes with skewed clocks then disagree about the window.
-    pub fn client_clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
-    }
-
-    /// Time allowed to open a connection (default [`DEFAULT_CONNECT_TIMEOUT`]).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// Time allowed for one reply (default [`DEFAULT_RESPONSE_TIMEOUT`]).
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
-        self
-    }
-
-    /// Connects, and loads the scripts.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::Backend`] for a malformed URL; `Unavailable`/`Timeout`
-    /// when the server cannot be reached.
-    pub async fn connect(self) -> Result<RedisStore, Error> {
-        let url = redact_url(&self.url);
-        let client = redis::Client::open(self.url.as_str())
-            .map_err(|e| Error::with_source(ErrorKind::Backend, format!("invalid Redis URL {url:?}"), e))?;
-        let info =
-            client.get_connection_info().clone().set_tcp_settings(TcpSettings::default().set_nodelay(true));
-        let client = redis::Client::open(info).map_err(|e| from_redis("configuring the client", e))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let mut conn = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(|e| from_redis(&format!("connecting to {url}"), e))?;
-        let scripts = Scripts::new();
-        for script in scripts.all() {
-            script.load_async(&mut conn).await.map_err(|e| from_redis("loading scripts", e))?;
-        }
-        Ok(RedisStore {
-            inner: Arc::new(Inner { conn, prefix: self.prefix, clock: self.clock, scripts, url }),
-        })
-    }
-}
-
 impl RedisStore {
-    /// Starts configuring a store for `url` (`redis://host:port/db`,
-    /// `rediss://…` is not enabled in this build).
-    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
-        RedisStoreBuilder {
-            url: url.into(),
-            prefix: DEFAULT_PREFIX.to_owned(),
-            clock: None,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-        }
-    }
-
-    /// Connects with default settings.
-    ///
-    /// # Errors
-    ///
-    /// As [`RedisStoreBuilder::connect`].
-    pub async fn connect(url: &str) -> Result<RedisStore, Error> {
-        RedisStore::builder(url).connect().await
+    pub(crate) fn from_inner(inner: Inner) -> RedisStore {
+        RedisStore { inner: Arc::new(inner) }
     }
 
     /// The key prefix.
@@ -182,9 +82,9 @@ impl RedisStore {
         &self.inner.prefix
     }
 
-    /// A clone of the underlying connection, for administrative commands.
-    pub fn connection(&self) -> ConnectionManager {
-        self.inner.conn.clone()
+    /// Whether this store talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.inner.backend.is_cluster()
     }
 
     /// The clock argument of the scripts: the client clock's time, or `""`
@@ -197,10 +97,15 @@ impl RedisStore {
         &self.inner.scripts
     }
 
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.inner.backend
+    }
+
     /// Sends one call and returns its reply.
     pub(crate) async fn send(&self, call: &Call<'_>) -> Result<Vec<i64>, Error> {
-        let mut conn = self.inner.conn.clone();
-        scripts::run(&mut conn, call.script, &call.cmd)
+        self.inner
+            .backend
+            .run(call.script, &call.cmd)
             .await
             .map_err(|e| from_redis("running the limiter script", e))
     }
@@ -212,24 +117,25 @@ impl Store for RedisStore {
         let call =
             commands::single(&self.inner.scripts, &self.inner.prefix, rule, key, cost, &self.now_arg())?;
         let reply = self.send(&call).await?;
-        match call.shape {
-            Shape::Single => commands::single_decision(rule, &reply),
-            Shape::General(_) => {
-                let mut decisions = commands::general_decisions(&[rule], &reply)?;
-                decisions.pop().ok_or_else(|| Error::new(ErrorKind::Backend, "empty script reply"))
-            }
-        }
+        commands::single_reply(rule, call.shape, &reply)
     }
 
-    /// One script call for all dimensions. (Standalone Redis: every key is
-    /// on the one server; Cluster support groups keys by slot.)
+    /// One script call for all dimensions when their keys share a slot
+    /// (always on a standalone server); otherwise one reservation per slot,
+    /// released if any slot denies (see `cross_slot`).
     async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
         validate_dimensions(dimensions, cost)?;
+        if self.is_cluster() {
+            let groups = cross_slot::group_by_slot(&self.inner.prefix, dimensions)?;
+            if groups.len() > 1 {
+                return cross_slot::check_all(self, dimensions, &groups, cost).await;
+            }
+        }
         let call =
             commands::general(&self.inner.scripts, &self.inner.prefix, dimensions, cost, &self.now_arg())?;
         let reply = self.send(&call).await?;
         let rules: Vec<&Rule> = dimensions.iter().map(|(rule, _)| *rule).collect();
-        Ok(MultiDecision::from_decisions(commands::general_decisions(&rules, &reply)?))
+        Ok(MultiDecision::from_decisions(commands::general_reply(&rules, &reply)?.decisions))
     }
 
     async fn check_batch(&self, requests: &[BatchItem<'_>]) -> Vec<Result<Decision, Error>> {

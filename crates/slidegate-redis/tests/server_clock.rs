@@ -59,7 +59,7 @@ async fn same_millisecond_requests_never_collapse() {
     });
     let admitted = join_all(tasks).await.into_iter().filter(|r| *r.as_ref().expect("task")).count();
     assert_eq!(admitted, 100);
-    let mut conn = clients[0].connection();
+    let mut conn = support::inspect(&server).await;
     let key = slidegate_redis::state_key(&prefix, &rule, "ms").expect("key");
     let members: u64 = redis::cmd("ZCARD").arg(&key).query_async(&mut conn).await.expect("ZCARD");
     assert_eq!(members, 100, "one member per admitted request");
@@ -90,7 +90,7 @@ async fn no_key_is_left_without_ttl() {
             _ => window,
         };
         let prefix = format!("{}{}:", store.prefix(), algorithm.short_name());
-        let keys = support::keys_with_ttl(&store, &prefix).await;
+        let keys = support::keys_with_ttl(&server, &prefix).await;
         assert_eq!(keys.len(), 10, "{algorithm}: 7 users and 3 hostile keys, got {keys:?}");
         for (key, ttl) in &keys {
             let max = i64::try_from(holds + 1000).expect("small");

@@ -32,9 +32,15 @@ pub async fn client_clock_store(server: &RedisServer, test: &str, clock: ManualC
         .expect("connect")
 }
 
+/// A plain connection to `server`, for inspecting what the store wrote.
+pub async fn inspect(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(server.url()).expect("url");
+    client.get_multiplexed_async_connection().await.expect("connect")
+}
+
 /// Every key under `prefix` with its PTTL (ms; -1 = no TTL, -2 = gone).
-pub async fn keys_with_ttl(store: &RedisStore, prefix: &str) -> Vec<(String, i64)> {
-    let mut conn = store.connection();
+pub async fn keys_with_ttl(server: &RedisServer, prefix: &str) -> Vec<(String, i64)> {
+    let mut conn = inspect(server).await;
     let keys: Vec<String> =
         redis::cmd("KEYS").arg(format!("{prefix}*")).query_async(&mut conn).await.expect("KEYS");
     let mut out = Vec::new();
@@ -47,8 +53,7 @@ pub async fn keys_with_ttl(store: &RedisStore, prefix: &str) -> Vec<(String, i64
 
 /// Asserts that every key on `server` has a TTL (none was left without one).
 pub async fn assert_every_key_has_ttl(server: &RedisServer) {
-    let client = redis::Client::open(server.url()).expect("url");
-    let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
+    let mut conn = inspect(server).await;
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(&mut conn).await.expect("KEYS");
     for key in keys {
         let ttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut conn).await.expect("PTTL");

@@ -1,0 +1,59 @@
+-- Takes back charges made by check.lua: used when a multi-dimension check
+-- spans Cluster slots, one slot's dimensions were charged, and another
+-- slot denied. Algorithms of this file only (prelude, then release code).
+--
+-- KEYS     per dimension i, [i] the state key
+-- ARGV     [1] now_ms the charge was made at (check.lua's last reply value)
+--          [2] cost  [3] D, then per dimension 5 values from 3 + 5(i-1) + 1:
+--          algorithm (1 log, 2 counter, 3 fixed, 4 gcra), limit, window_ms,
+--          buckets, receipt
+-- Reply    D (the number of dimensions released)
+
+local now = tonumber(ARGV[1])
+local cost = tonumber(ARGV[2])
+local count = tonumber(ARGV[3])
+
+for i = 1, count do
+  local o = 3 + 5 * (i - 1)
+  local algorithm = tonumber(ARGV[o + 1])
+  local limit = tonumber(ARGV[o + 2])
+  local window = tonumber(ARGV[o + 3])
+  local buckets = tonumber(ARGV[o + 4])
+  local receipt = tonumber(ARGV[o + 5])
+  local key = KEYS[i]
+  if algorithm == 1 then
+    -- The exact members added, by their numbers.
+    local members = {}
+    for n = receipt, receipt + cost - 1 do
+      members[#members + 1] = string.format('%d:%d', now, n)
+    end
+    redis.call('ZREM', key, unpack(members))
+  elseif algorithm == 2 then
+    local field = string.format('%d', math.floor(now * buckets / window))
+    if redis.call('HINCRBY', key, field, -cost) <= 0 then
+      redis.call('HDEL', key, field)
+    end
+  elseif algorithm == 3 then
+    local w = tonumber(redis.call('HGET', key, 'w'))
+    if w == math.floor(now / window) then
+      redis.call('HINCRBY', key, 'n', -cost)
+    end
+  else
+    -- GCRA is additive: move the arrival time back by what was added,
+    -- never before the time of the charge.
+    local stored = redis.call('GET', key)
+    if stored then
+      local ms, rem = string.match(stored, '^(%d+):(%d+)$')
+      ms, rem = tonumber(ms), tonumber(rem)
+      if ms then
+        local units = (ms - now) * limit + rem - cost * window
+        if units < 0 then units = 0 end
+        local whole = math.floor(units / limit)
+        local ttl = redis.call('PTTL', key)
+        if ttl < 1 then ttl = 1 end
+        redis.call('SET', key, string.format('%d:%d', now + whole, units - whole * limit), 'PX', ttl)
+      end
+    end
+  end
+end
+return count

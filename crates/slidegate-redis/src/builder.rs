@@ -1,0 +1,205 @@
+//! [`RedisStoreBuilder`]: URL or nodes, prefix, clock, timeouts, Cluster
+//! connection settings.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::io::tcp::TcpSettings;
+use slidegate::{Clock, Error, ErrorKind};
+
+use crate::cluster::{ClusterPool, DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
+use crate::connection::{Backend, Topology, parse_topology};
+use crate::errors::from_redis;
+use crate::scripts::Scripts;
+use crate::store::{Inner, RedisStore};
+use crate::url::redact_url;
+
+/// Default key prefix.
+pub const DEFAULT_PREFIX: &str = "sg:";
+/// Default time allowed to open a connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Default time allowed for one reply.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Configures a [`RedisStore`].
+pub struct RedisStoreBuilder {
+    /// A URL, or the error parsing it gave (reported by `connect`).
+    topology: Result<Topology, Error>,
+    prefix: String,
+    clock: Option<Arc<dyn Clock>>,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    cluster_connections: usize,
+    max_in_flight: usize,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreBuilder")
+            .field("servers", &describe(&self.topology))
+            .field("prefix", &self.prefix)
+            .field("client_clock", &self.clock.is_some())
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The servers, passwords hidden.
+pub(crate) fn describe(topology: &Result<Topology, Error>) -> String {
+    match topology {
+        Ok(Topology::Standalone(url)) => redact_url(url),
+        Ok(Topology::Cluster(nodes)) => {
+            format!("cluster {}", nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>().join(","))
+        }
+        Err(_) => "(invalid URL)".to_owned(),
+    }
+}
+
+impl RedisStoreBuilder {
+    pub(crate) fn new(topology: Result<Topology, Error>) -> Self {
+        RedisStoreBuilder {
+            topology,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            clock: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            cluster_connections: DEFAULT_CLUSTER_CONNECTIONS,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+        }
+    }
+
+    /// Prefix of every key (default [`DEFAULT_PREFIX`]); gives applications
+    /// or test runs sharing one Redis separate namespaces.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Client-clock mode: the script uses `clock`'s time instead of Redis'
+    /// `TIME`. Only for servers that forbid `TIME` and for trace replay —
+    /// nodes with skewed clocks then disagree about the window.
+    pub fn client_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Time allowed to open a connection (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Time allowed for one reply (default [`DEFAULT_RESPONSE_TIMEOUT`]).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Cluster only: how many cluster connections calls are spread over
+    /// (default [`DEFAULT_CLUSTER_CONNECTIONS`](crate::DEFAULT_CLUSTER_CONNECTIONS)).
+    pub fn cluster_connections(mut self, connections: usize) -> Self {
+        self.cluster_connections = connections.clamp(1, 64);
+        self
+    }
+
+    /// Cluster only: the most calls in flight on one cluster connection
+    /// (default [`DEFAULT_MAX_IN_FLIGHT`](crate::DEFAULT_MAX_IN_FLIGHT); redis-rs
+    /// connections were seen to stall during a reshard past ~128).
+    pub fn max_in_flight(mut self, calls: usize) -> Self {
+        self.max_in_flight = calls.max(1);
+        self
+    }
+
+    /// Connects, and loads the scripts (on every node of a Cluster).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Backend`] for a malformed URL; `Unavailable`/`Timeout`
+    /// when the servers cannot be reached.
+    pub async fn connect(self) -> Result<RedisStore, Error> {
+        let described = describe(&self.topology);
+        let backend = match self.topology? {
+            Topology::Standalone(url) => {
+                Backend::Standalone(standalone(&url, self.connect_timeout, self.response_timeout).await?)
+            }
+            Topology::Cluster(nodes) => {
+                let client = ClusterClientBuilder::new(nodes)
+                    .connection_timeout(self.connect_timeout)
+                    .response_timeout(self.response_timeout)
+                    .tcp_settings(TcpSettings::default().set_nodelay(true))
+                    .retries(3)
+                    .build()
+                    .map_err(|e| Error::with_source(ErrorKind::Backend, "invalid cluster node URL", e))?;
+                let pool = ClusterPool::connect(client, self.cluster_connections, self.max_in_flight)
+                    .await
+                    .map_err(|e| from_redis(&format!("connecting to {described}"), e))?;
+                Backend::Cluster(pool)
+            }
+        };
+        let scripts = Scripts::new();
+        backend.load_scripts(&scripts).await.map_err(|e| from_redis("loading scripts", e))?;
+        Ok(RedisStore::from_inner(Inner {
+            backend,
+            prefix: self.prefix,
+            clock: self.clock,
+            scripts,
+            servers: described,
+        }))
+    }
+}
+
+async fn standalone(url: &str, connect: Duration, response: Duration) -> Result<ConnectionManager, Error> {
+    let shown = redact_url(url);
+    let client = redis::Client::open(url)
+        .map_err(|e| Error::with_source(ErrorKind::Backend, format!("invalid Redis URL {shown:?}"), e))?;
+    let info =
+        client.get_connection_info().clone().set_tcp_settings(TcpSettings::default().set_nodelay(true));
+    let client = redis::Client::open(info).map_err(|e| from_redis("configuring the client", e))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(connect))
+        .set_response_timeout(Some(response))
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_millis(500));
+    ConnectionManager::new_with_config(client, config)
+        .await
+        .map_err(|e| from_redis(&format!("connecting to {shown}"), e))
+}
+
+impl RedisStore {
+    /// Starts configuring a store for `url`: `redis://host:port/db` for one
+    /// server, `redis+cluster://host:port,host:port/` for a Cluster (any
+    /// reachable nodes; the rest are discovered). `rediss://` is not
+    /// enabled in this build.
+    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        RedisStoreBuilder::new(parse_topology(&url.into()))
+    }
+
+    /// Starts configuring a store for a Cluster given by the `redis://`
+    /// URLs of some of its nodes.
+    pub fn cluster_builder<I, U>(nodes: I) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = U>,
+        U: Into<String>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
+        let topology = if nodes.is_empty() {
+            Err(Error::new(ErrorKind::Backend, "a cluster needs at least one node URL"))
+        } else {
+            Ok(Topology::Cluster(nodes))
+        };
+        RedisStoreBuilder::new(topology)
+    }
+
+    /// Connects with default settings.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisStoreBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<RedisStore, Error> {
+        RedisStore::builder(url).connect().await
+    }
+}

@@ -1,0 +1,184 @@
+//! Redis Cluster connections: a small pool of redis-rs cluster connections
+//! with a cap on calls in flight on each, rebuilt when one stops answering.
+//!
+//! Measured on this project's machines (see `shared/ecosystem.md`): with
+//! 256 tasks sharing one redis-rs `ClusterConnection`, a live reshard left
+//! the connection stuck for good; at ≤ 128 in flight it did not happen. So
+//! every connection takes at most [`DEFAULT_MAX_IN_FLIGHT`] calls at once
+//! (callers queue for a permit, inside the limiter's deadline), load is
+//! spread over several connections, and a connection whose calls keep
+//! timing out or being abandoned is replaced by a fresh one.
+//!
+//! redis-rs follows `MOVED`/`ASK` redirections and failovers itself;
+//! `SCRIPT LOAD` goes to every node, so a promoted replica already has the
+//! scripts, and a `NOSCRIPT` (restart, flush) is reloaded like everywhere.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, FromRedisValue, RedisResult, Script};
+use tokio::sync::Semaphore;
+
+use crate::scripts;
+
+/// Default most calls in flight on one cluster connection.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
+/// Default number of cluster connections a store spreads calls over.
+pub const DEFAULT_CLUSTER_CONNECTIONS: usize = 2;
+/// Consecutive timed-out or abandoned calls after which a connection is rebuilt.
+const REBUILD_AFTER: u32 = 32;
+
+struct Lane {
+    conn: Mutex<ClusterConnection>,
+    permits: Semaphore,
+    /// Consecutive calls that timed out or were abandoned mid-flight.
+    stalled: AtomicU32,
+    rebuilding: AtomicBool,
+}
+
+/// Several cluster connections, each with a cap on calls in flight.
+pub(crate) struct ClusterPool {
+    client: ClusterClient,
+    lanes: Box<[Arc<Lane>]>,
+    next: AtomicUsize,
+}
+
+/// Marks a call as stalled unless it finished with an answer from the
+/// server (any answer, errors included, shows the connection is alive).
+struct StallGuard<'a> {
+    lane: &'a Lane,
+    answered: bool,
+}
+
+impl Drop for StallGuard<'_> {
+    fn drop(&mut self) {
+        if self.answered {
+            if self.lane.stalled.load(Ordering::Relaxed) != 0 {
+                self.lane.stalled.store(0, Ordering::Relaxed);
+            }
+        } else {
+            self.lane.stalled.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl ClusterPool {
+    pub(crate) async fn connect(
+        client: ClusterClient,
+        lanes: usize,
+        max_in_flight: usize,
+    ) -> RedisResult<Self> {
+        let mut built = Vec::with_capacity(lanes.max(1));
+        for _ in 0..lanes.max(1) {
+            let conn = client.get_async_connection().await?;
+            built.push(Arc::new(Lane {
+                conn: Mutex::new(conn),
+                permits: Semaphore::new(max_in_flight.max(1)),
+                stalled: AtomicU32::new(0),
+                rebuilding: AtomicBool::new(false),
+            }));
+        }
+        Ok(ClusterPool { client, lanes: built.into_boxed_slice(), next: AtomicUsize::new(0) })
+    }
+
+    fn lane(&self) -> &Arc<Lane> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
+        &self.lanes[i]
+    }
+
+    /// A connection to use now (cheap clone of a multiplexed handle).
+    pub(crate) fn connection(&self) -> ClusterConnection {
+        let lane = self.lane();
+        lock(&lane.conn).clone()
+    }
+
+    /// Runs a script call with NOSCRIPT reload on one lane, within its cap.
+    pub(crate) async fn run<T: FromRedisValue>(&self, script: &Script, cmd: &Cmd) -> RedisResult<T> {
+        let lane = Arc::clone(self.lane());
+        self.maybe_rebuild(&lane);
+        // The semaphore is never closed, so acquiring only waits.
+        let _permit = lane
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| redis::RedisError::from((redis::ErrorKind::Io, "cluster connection closed")))?;
+        let mut conn = lock(&lane.conn).clone();
+        let mut guard = StallGuard { lane: &lane, answered: false };
+        let result = scripts::run(&mut conn, script, cmd).await;
+        guard.answered = match &result {
+            Ok(_) => true,
+            Err(e) => !(e.is_timeout() || e.is_io_error() || e.is_connection_dropped()),
+        };
+        result
+    }
+
+    /// Starts replacing `lane`'s connection in the background once its
+    /// calls have kept stalling.
+    fn maybe_rebuild(&self, lane: &Arc<Lane>) {
+        if lane.stalled.load(Ordering::Relaxed) < REBUILD_AFTER
+            || lane.rebuilding.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let (client, lane) = (self.client.clone(), Arc::clone(lane));
+        tokio::spawn(async move {
+            tracing::warn!(target: "slidegate", "cluster connection keeps stalling: rebuilding it");
+            metrics::counter!("slidegate_cluster_rebuilds_total").increment(1);
+            match client.get_async_connection().await {
+                Ok(fresh) => {
+                    *lock(&lane.conn) = fresh;
+                    lane.stalled.store(0, Ordering::Relaxed);
+                }
+                Err(error) => {
+                    tracing::warn!(target: "slidegate", %error, "rebuilding the cluster connection failed")
+                }
+            }
+            lane.rebuilding.store(false, Ordering::Release);
+        });
+    }
+}
+
+fn lock(conn: &Mutex<ClusterConnection>) -> std::sync::MutexGuard<'_, ClusterConnection> {
+    // A poisoned lock only means a panic elsewhere while cloning a handle.
+    conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The Cluster hash slot of `key` (CRC16/XMODEM of its hash tag, mod 16384),
+/// as Redis computes it.
+pub(crate) fn slot_of(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &bytes[open + 1..];
+        rest.iter().position(|&b| b == b'}').filter(|&close| close > 0).map(|close| &rest[..close])
+    });
+    crc16(tagged.unwrap_or(bytes)) % 16384
+}
+
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in data {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slot_of;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(slot_of("123456789"), 0x31C3 % 16384);
+        assert_eq!(slot_of("foo"), 12182);
+        assert_eq!(slot_of("{user1000}.following"), slot_of("{user1000}.followers"));
+        assert_eq!(slot_of("foo{}{bar}"), super::crc16(b"foo{}{bar}") % 16384, "empty tag: the whole key");
+        assert_eq!(slot_of("foo{{bar}}zap"), slot_of("{bar"));
+        assert_eq!(slot_of("sg:api:{alice}:log"), slot_of("alice"));
+    }
+}

@@ -1,0 +1,263 @@
+//! A real Redis Cluster on free loopback ports: primaries and replicas,
+//! created with `redis-cli --cluster create`, killed on drop.
+
+use std::io;
+use std::process::Command;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use crate::RedisServer;
+
+/// How long a cluster may take to agree on its slots.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running cluster. Node timeout is 1 s, so a killed primary's replica
+/// takes over within a few seconds.
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+/// One line of `CLUSTER NODES`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNode {
+    /// The node's id.
+    pub id: String,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Whether it is a primary (else a replica).
+    pub primary: bool,
+    /// Slot ranges it serves (primaries only), inclusive.
+    pub slots: Vec<(u16, u16)>,
+    /// Whether other nodes consider it failed.
+    pub failed: bool,
+}
+
+impl RedisCluster {
+    /// Starts `primaries` primaries with `replicas` replicas each and waits
+    /// until every node reports `cluster_state:ok`.
+    ///
+    /// # Errors
+    ///
+    /// When `redis-server` or `redis-cli` is missing or the cluster does not form.
+    pub fn start(primaries: usize, replicas: usize) -> io::Result<RedisCluster> {
+        let mut nodes = Vec::new();
+        for _ in 0..primaries * (1 + replicas) {
+            nodes.push(
+                RedisServer::builder()
+                    .arg("--cluster-enabled")
+                    .arg("yes")
+                    .arg("--cluster-node-timeout")
+                    .arg("1000")
+                    .arg("--cluster-config-file")
+                    .arg("nodes.conf")
+                    .start()?,
+            );
+        }
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for node in &nodes {
+            create.arg(format!("127.0.0.1:{}", node.port()));
+        }
+        create.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
+        let output = create.output().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot run redis-cli ({e}); install it with `apt-get install redis-tools`"),
+            )
+        })?;
+        if !output.status.success() {
+            return Err(io::Error::other(format!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&output.stdout)
+            )));
+        }
+        let cluster = RedisCluster { nodes };
+        cluster.wait_ok()?;
+        Ok(cluster)
+    }
+
+    /// Waits until every live node says `cluster_state:ok` and agrees on the
+    /// same primaries.
+    ///
+    /// # Errors
+    ///
+    /// When the cluster does not settle within 30 s.
+    pub fn wait_ok(&self) -> io::Result<()> {
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            if self.settled() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::other("the cluster did not reach cluster_state:ok within 30s"));
+            }
+            sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn settled(&self) -> bool {
+        let mut views = Vec::new();
+        for node in &self.nodes {
+            let Ok(info) = cli(node.port(), &["CLUSTER", "INFO"]) else { continue };
+            if !info.contains("cluster_state:ok") {
+                return false;
+            }
+            let Ok(nodes) = self.nodes_seen_by(node.port()) else { return false };
+            let mut primaries: Vec<(u16, Vec<(u16, u16)>)> = nodes
+                .into_iter()
+                .filter(|n| n.primary && !n.failed && !n.slots.is_empty())
+                .map(|n| (n.port, n.slots))
+                .collect();
+            primaries.sort();
+            views.push(primaries);
+        }
+        !views.is_empty() && views.windows(2).all(|w| w[0] == w[1])
+    }
+
+    /// `redis+cluster://` URL naming every node (the store needs only one).
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
+        format!("redis+cluster://{}/", hosts.join(","))
+    }
+
+    /// `redis://` URLs of every node.
+    pub fn node_urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The cluster as one live node sees it.
+    ///
+    /// # Errors
+    ///
+    /// When no node answers.
+    pub fn cluster_nodes(&self) -> io::Result<Vec<ClusterNode>> {
+        let mut last = io::Error::other("no node is running");
+        for node in &self.nodes {
+            match self.nodes_seen_by(node.port()) {
+                Ok(nodes) => return Ok(nodes),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    fn nodes_seen_by(&self, port: u16) -> io::Result<Vec<ClusterNode>> {
+        let text = cli(port, &["CLUSTER", "NODES"])?;
+        Ok(text.lines().filter_map(parse_node).collect())
+    }
+
+    /// Kills (SIGKILL) the primary serving `slot`; returns its port.
+    ///
+    /// # Errors
+    ///
+    /// When the cluster cannot be asked.
+    pub fn kill_primary_of(&mut self, slot: u16) -> io::Result<u16> {
+        let nodes = self.cluster_nodes()?;
+        let port = nodes
+            .iter()
+            .find(|n| n.primary && n.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+            .map(|n| n.port)
+            .ok_or_else(|| io::Error::other(format!("no primary serves slot {slot}")))?;
+        if let Some(node) = self.nodes.iter_mut().find(|n| n.port() == port) {
+            node.kill();
+        }
+        Ok(port)
+    }
+
+    /// Moves `count` slots from the primary serving `slot` to another
+    /// primary, live, with `redis-cli --cluster reshard`.
+    ///
+    /// # Errors
+    ///
+    /// When redis-cli fails.
+    pub fn reshard_from(&self, slot: u16, count: u16) -> io::Result<()> {
+        let nodes = self.cluster_nodes()?;
+        let from = nodes
+            .iter()
+            .find(|n| n.primary && n.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+            .ok_or_else(|| io::Error::other(format!("no primary serves slot {slot}")))?;
+        let to = nodes
+            .iter()
+            .find(|n| n.primary && !n.failed && n.id != from.id)
+            .ok_or_else(|| io::Error::other("no other primary"))?;
+        let output = Command::new("redis-cli")
+            .args(["--cluster", "reshard", &format!("127.0.0.1:{}", from.port)])
+            .args(["--cluster-from", &from.id, "--cluster-to", &to.id])
+            .args(["--cluster-slots", &count.to_string(), "--cluster-yes"])
+            .output()?;
+        if !output.status.success() {
+            return Err(io::Error::other(format!(
+                "redis-cli --cluster reshard failed: {}",
+                String::from_utf8_lossy(&output.stdout)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Sends `args` to every live node (e.g. `SCRIPT FLUSH`); returns how
+    /// many answered.
+    pub fn on_every_node(&self, args: &[&str]) -> usize {
+        self.nodes.iter().filter(|n| cli(n.port(), args).is_ok()).count()
+    }
+
+    /// The nodes, for anything else a test needs.
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+}
+
+/// Runs `redis-cli -p port args…` and returns its output.
+fn cli(port: u16, args: &[&str]) -> io::Result<String> {
+    let output = Command::new("redis-cli").args(["-p", &port.to_string()]).args(args).output()?;
+    if !output.status.success() {
+        return Err(io::Error::other(String::from_utf8_lossy(&output.stderr).into_owned()));
+    }
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    if text.starts_with("Could not connect") || text.starts_with("ERR") {
+        return Err(io::Error::other(text));
+    }
+    Ok(text)
+}
+
+/// Parses `<id> <ip:port@bus> <flags> <master> <ping> <pong> <epoch> <link> <slot>…`.
+fn parse_node(line: &str) -> Option<ClusterNode> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.len() < 8 {
+        return None;
+    }
+    let address = fields[1].split('@').next()?;
+    let port = address.rsplit(':').next()?.parse().ok()?;
+    let flags = fields[2];
+    let slots = fields[8..]
+        .iter()
+        .filter(|s| !s.starts_with('['))
+        .filter_map(|s| match s.split_once('-') {
+            Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+            None => s.parse().ok().map(|x| (x, x)),
+        })
+        .collect();
+    Some(ClusterNode {
+        id: fields[0].to_owned(),
+        port,
+        primary: flags.contains("master"),
+        slots,
+        failed: flags.contains("fail"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cluster_nodes_lines() {
+        let line = "07c37dfeb2352e0b 127.0.0.1:30004@31004 master - 0 1426238317239 4 connected 0-5460 7000 [93->-e7d]";
+        let node = parse_node(line).unwrap();
+        assert_eq!((node.port, node.primary, node.failed), (30004, true, false));
+        assert_eq!(node.slots, [(0, 5460), (7000, 7000)]);
+        let replica = "e7d1eecce 127.0.0.1:30002@31002 slave,fail 67ed2db8d 0 1426238316232 2 connected";
+        let replica = parse_node(replica).unwrap();
+        assert!(!replica.primary && replica.failed && replica.slots.is_empty());
+    }
+}
