@@ -8,13 +8,17 @@
 //! — only those: the others already ran and must not run twice.
 
 use futures_util::future::join_all;
-use redis::aio::ConnectionManager;
-use redis::{RedisResult, ServerErrorKind};
-use slidegate::{BatchItem, Decision, Error, ErrorKind, validate_cost};
+use std::collections::BTreeMap;
 
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, ServerErrorKind};
+use slidegate::{BatchItem, Decision, Error, ErrorKind, encode_identity, validate_cost};
+
+use crate::cluster::slot_of;
 use crate::commands::{self, Call};
 use crate::connection::Backend;
 use crate::errors::from_redis;
+use crate::keys::key_for;
 use crate::store::RedisStore;
 
 /// The most checks sent in one pipeline; larger batches go in several.
@@ -35,16 +39,32 @@ pub(crate) async fn check_batch(
             Err(error) => results[i] = Some(Err(error)),
         }
     }
-    for chunk in calls.chunks(MAX_PIPELINE) {
-        let replies = match store.backend() {
-            Backend::Standalone(conn) => send_reloading(conn, chunk).await,
-            // Calls go to the nodes owning their slots, concurrently: one
-            // round trip per node (redis-rs pipelines them per connection).
-            Backend::Cluster(_) => join_all(chunk.iter().map(|(_, call)| store.send(call))).await,
-        };
-        for ((i, call), reply) in chunk.iter().zip(replies) {
-            let rule = requests[*i].0;
-            results[*i] = Some(reply.and_then(|reply| commands::single_reply(rule, call.shape, &reply)));
+    match store.backend() {
+        Backend::Standalone(conn) => {
+            for chunk in calls.chunks(MAX_PIPELINE) {
+                let replies = send_reloading(conn.clone(), chunk).await;
+                file(requests, chunk, replies, &mut results);
+            }
+        }
+        // A Cluster pipeline must stay within one slot: one pipeline per
+        // slot (in input order within it, so the same key is decided in
+        // order), all slots at once.
+        Backend::Cluster(pool) => {
+            let mut by_slot: BTreeMap<u16, Vec<(usize, Call<'_>)>> = BTreeMap::new();
+            for (i, call) in calls {
+                let (rule, key, _) = requests[i];
+                let slot =
+                    encode_identity(key).map_or(0, |id| slot_of(&key_for(store.prefix(), rule, &id, "")));
+                by_slot.entry(slot).or_default().push((i, call));
+            }
+            let groups: Vec<Vec<(usize, Call<'_>)>> = by_slot.into_values().collect();
+            let sends = groups
+                .iter()
+                .flat_map(|group| group.chunks(MAX_PIPELINE))
+                .map(|chunk| async move { (chunk, send_reloading(pool.connection(), chunk).await) });
+            for (chunk, replies) in join_all(sends).await {
+                file(requests, chunk, replies, &mut results);
+            }
         }
     }
     results
@@ -53,13 +73,26 @@ pub(crate) async fn check_batch(
         .collect()
 }
 
+/// Puts the decoded `replies` of `chunk` into `results`.
+fn file(
+    requests: &[BatchItem<'_>],
+    chunk: &[(usize, Call<'_>)],
+    replies: Vec<Result<Vec<i64>, Error>>,
+    results: &mut [Option<Result<Decision, Error>>],
+) {
+    for ((i, call), reply) in chunk.iter().zip(replies) {
+        let rule = requests[*i].0;
+        results[*i] = Some(reply.and_then(|reply| commands::single_reply(rule, call.shape, &reply)));
+    }
+}
+
 /// Sends `calls` as one pipeline; resends the ones answered `NOSCRIPT`
 /// once, after loading their scripts.
-async fn send_reloading(
-    conn: &ConnectionManager,
+async fn send_reloading<C: ConnectionLike + Clone>(
+    conn: C,
     calls: &[(usize, Call<'_>)],
 ) -> Vec<Result<Vec<i64>, Error>> {
-    let mut replies = match pipeline(conn, calls.iter().map(|(_, c)| c)).await {
+    let mut replies = match pipeline(&conn, calls.iter().map(|(_, c)| c)).await {
         Ok(replies) => replies,
         Err(error) => return calls.iter().map(|_| Err(clone_error(&error))).collect(),
     };
@@ -108,8 +141,8 @@ async fn send_reloading(
 
 /// One pipeline of `calls`; per-call results, or an error for the whole
 /// round trip.
-async fn pipeline<'c>(
-    conn: &ConnectionManager,
+async fn pipeline<'c, C: ConnectionLike + Clone>(
+    conn: &C,
     calls: impl Iterator<Item = &'c Call<'c>>,
 ) -> Result<Vec<RedisResult<Vec<i64>>>, Error> {
     let mut pipe = redis::pipe();

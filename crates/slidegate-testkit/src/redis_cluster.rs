@@ -51,6 +51,10 @@ impl RedisCluster {
                     .arg("1000")
                     .arg("--cluster-config-file")
                     .arg("nodes.conf")
+                    // Replicas sync at once (the default waits 5 s), so a
+                    // primary killed early still has a replica to promote.
+                    .arg("--repl-diskless-sync-delay")
+                    .arg("0")
                     .start()?,
             );
         }
@@ -77,8 +81,8 @@ impl RedisCluster {
         Ok(cluster)
     }
 
-    /// Waits until every live node says `cluster_state:ok` and agrees on the
-    /// same primaries.
+    /// Waits until every live node says `cluster_state:ok`, all agree on
+    /// the same primaries, and every replica is in sync with its primary.
     ///
     /// # Errors
     ///
@@ -97,6 +101,18 @@ impl RedisCluster {
     }
 
     fn settled(&self) -> bool {
+        self.slots_agreed() && self.replicas_linked()
+    }
+
+    /// Every live replica has a working link to its primary.
+    fn replicas_linked(&self) -> bool {
+        self.nodes.iter().all(|node| match cli(node.port(), &["INFO", "replication"]) {
+            Ok(info) => !info.contains("role:slave") || info.contains("master_link_status:up"),
+            Err(_) => true,
+        })
+    }
+
+    fn slots_agreed(&self) -> bool {
         let mut views = Vec::new();
         for node in &self.nodes {
             let Ok(info) = cli(node.port(), &["CLUSTER", "INFO"]) else { continue };

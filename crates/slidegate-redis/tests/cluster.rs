@@ -1,0 +1,240 @@
+//! Against a real Redis Cluster (3 primaries, 3 replicas on loopback):
+//! the conformance suite, cross-slot multi-dimension checks under
+//! concurrency, `SCRIPT FLUSH` on every node, a live reshard and the loss
+//! of a primary under load.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use slidegate::{Algorithm, FailurePolicy, Limiter, Rule, State, Store};
+use slidegate_redis::RedisStore;
+use slidegate_testkit::RedisCluster;
+use slidegate_testkit::conformance::rule;
+
+fn cluster() -> RedisCluster {
+    RedisCluster::start(3, 1).expect("start a redis cluster (apt-get install redis-server redis-tools)")
+}
+
+async fn store(cluster: &RedisCluster, test: &str) -> RedisStore {
+    RedisStore::builder(cluster.url()).prefix(support::unique_prefix(test)).connect().await.expect("connect")
+}
+
+/// Every key on every primary carries a TTL.
+fn assert_every_key_has_ttl(cluster: &RedisCluster) {
+    let primaries: Vec<u16> = cluster
+        .cluster_nodes()
+        .expect("nodes")
+        .into_iter()
+        .filter(|n| n.primary && !n.failed)
+        .map(|n| n.port)
+        .collect();
+    assert_eq!(primaries.len(), 3);
+    for node in cluster.nodes().iter().filter(|n| primaries.contains(&n.port())) {
+        let client = redis::Client::open(node.url()).expect("url");
+        let Ok(mut conn) = client.get_connection() else { continue };
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap_or_default();
+        for key in keys {
+            let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).expect("PTTL");
+            assert!(ttl != -1, "{key} has no TTL");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_conforms_and_never_over_admits_across_slots() {
+    let cluster = cluster();
+
+    // The same semantic suite as memory and standalone Redis.
+    slidegate_testkit::conformance::run_all(|clock| {
+        let url = cluster.url();
+        async move {
+            RedisStore::builder(url)
+                .prefix(support::unique_prefix("cluster-conformance"))
+                .client_clock(clock)
+                .connect()
+                .await
+                .expect("connect")
+        }
+    })
+    .await;
+
+    // Cross-slot all-or-nothing under concurrency, on the servers' clocks:
+    // one global budget and 20 users spread over the slots.
+    let store = store(&cluster, "cross-slot").await;
+    assert!(store.is_cluster());
+    let global = rule(50, 600_000, Algorithm::SlidingLog).named("global").expect("name");
+    let per_user = rule(4, 600_000, Algorithm::SlidingLog).named("user").expect("name");
+    let users: Vec<String> = (0..20).map(|i| format!("user-{i}")).collect();
+    let admitted = Arc::new(AtomicU64::new(0));
+    let tasks = (0..64).map(|t| {
+        let (store, global, per_user, users, admitted) =
+            (store.clone(), global.clone(), per_user.clone(), users.clone(), Arc::clone(&admitted));
+        tokio::spawn(async move {
+            for i in 0..8 {
+                let user = &users[(t * 7 + i) % users.len()];
+                let multi =
+                    store.check_all(&[(&global, "api"), (&per_user, user)], 1).await.expect("check_all");
+                if multi.allowed {
+                    admitted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    });
+    for task in join_all(tasks).await {
+        task.expect("task");
+    }
+    let admitted = admitted.load(Ordering::Relaxed);
+    assert!(admitted <= 50, "never more than the global limit: {admitted}");
+    assert!(admitted >= 40, "and close to it ({admitted}): reservations are released");
+    // No leaked charge: the global log holds exactly the admitted requests,
+    // and so do the per-user logs together.
+    let mut conn = redis::cluster::ClusterClient::new(cluster.node_urls())
+        .expect("client")
+        .get_async_connection()
+        .await
+        .expect("connect");
+    let global_key = slidegate_redis::state_key(store.prefix(), &global, "api").expect("key");
+    let global_count: u64 = redis::cmd("ZCARD").arg(global_key).query_async(&mut conn).await.expect("ZCARD");
+    assert_eq!(global_count, admitted);
+    let mut per_user_total = 0;
+    for user in &users {
+        let key = slidegate_redis::state_key(store.prefix(), &per_user, user).expect("key");
+        per_user_total += redis::cmd("ZCARD").arg(key).query_async::<u64>(&mut conn).await.expect("ZCARD");
+    }
+    assert_eq!(per_user_total, admitted, "released reservations leave nothing behind");
+
+    // SCRIPT FLUSH on every node mid-run: reloaded, never surfaced.
+    let rules: Vec<Rule> =
+        slidegate_testkit::conformance::algorithms(10).into_iter().map(|a| rule(1000, 60_000, a)).collect();
+    for round in 0..3 {
+        let tasks = (0..32).map(|i| {
+            let (store, rule) = (store.clone(), rules[i % rules.len()].clone());
+            tokio::spawn(async move { store.check(&rule, &format!("flush-{i}"), 1).await })
+        });
+        assert_eq!(cluster.on_every_node(&["SCRIPT", "FLUSH"]), 6, "round {round}");
+        for result in join_all(tasks).await {
+            result.expect("task").expect("no error after SCRIPT FLUSH");
+        }
+        let batch: Vec<_> = (0..20).map(|i| (&rules[0], "batch", 1 + (i % 2))).collect();
+        assert_eq!(cluster.on_every_node(&["SCRIPT", "FLUSH"]), 6);
+        for result in store.check_batch(&batch).await {
+            result.expect("batches reload too");
+        }
+    }
+    assert_every_key_has_ttl(&cluster);
+}
+
+/// Tasks of the fault load: past the ~128 calls in flight at which a
+/// shared redis-rs cluster connection was seen to stall in a reshard.
+const LOAD_TASKS: u64 = 256;
+
+/// Runs checks from [`LOAD_TASKS`] tasks until told to stop; counts outcomes.
+#[derive(Debug, Default)]
+struct Load {
+    calls: AtomicU64,
+    degraded: AtomicU64,
+    errors: AtomicU64,
+    slowest_ms: AtomicU64,
+}
+
+fn spawn_load(
+    limiter: &Limiter<RedisStore>,
+    load: &Arc<Load>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let rule = rule(1_000_000, 60_000, Algorithm::SLIDING_COUNTER);
+    (0..LOAD_TASKS)
+        .map(|t| {
+            let (limiter, rule, load, stop) =
+                (limiter.clone(), rule.clone(), Arc::clone(load), Arc::clone(stop));
+            tokio::spawn(async move {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let started = Instant::now();
+                    let result = limiter.check(&rule, &format!("k-{t}-{}", i % 97)).await;
+                    let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    load.slowest_ms.fetch_max(ms, Ordering::Relaxed);
+                    load.calls.fetch_add(1, Ordering::Relaxed);
+                    match result {
+                        Ok(d) if d.state == State::Degraded => {
+                            load.degraded.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(_) => {}
+                        Err(_) => {
+                            load.errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    // Degraded answers are local and never wait: yield so
+                    // the other tasks (and the test itself) get to run.
+                    if i.is_multiple_of(16) {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// Waits until checks are answered by the store again (not degraded).
+async fn served_again(limiter: &Limiter<RedisStore>, within: Duration) -> Duration {
+    let rule = rule(1_000_000, 60_000, Algorithm::SlidingLog);
+    let started = Instant::now();
+    let mut clean = 0;
+    while clean < 20 {
+        let key = format!("probe-{clean}-{}", started.elapsed().as_micros());
+        let decision = limiter.check(&rule, &key).await.expect("no Err");
+        clean = if decision.state == State::Degraded { 0 } else { clean + 1 };
+        assert!(started.elapsed() < within, "not served by the cluster again within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_survives_a_live_reshard_and_the_loss_of_a_primary_under_load() {
+    let mut cluster = cluster();
+    let store = store(&cluster, "faults").await;
+    let limiter = Limiter::builder(store)
+        .deadline(Duration::from_millis(200))
+        .failure_policy(FailurePolicy::Fallback)
+        .build();
+    let load = Arc::new(Load::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = spawn_load(&limiter, &load, &stop);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(load.degraded.load(Ordering::Relaxed), 0, "a healthy cluster answers everything");
+
+    // Live reshard of 500 slots under load: no stall.
+    let slot = 100;
+    tokio::task::block_in_place(|| cluster.reshard_from(slot, 500)).expect("reshard");
+    let before = load.calls.load(Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(load.calls.load(Ordering::Relaxed) > before + 100, "calls keep flowing after the reshard");
+    let recovered = served_again(&limiter, Duration::from_secs(10)).await;
+    println!("served by the cluster {recovered:?} after the reshard");
+
+    // Kill the primary of a busy slot: its replica takes over.
+    let killed = cluster.kill_primary_of(slot).expect("kill");
+    println!("killed the primary on port {killed}");
+    tokio::task::block_in_place(|| cluster.wait_ok()).expect("a replica is promoted");
+    let recovered = served_again(&limiter, Duration::from_secs(15)).await;
+    println!("served by the cluster {recovered:?} after the promotion");
+
+    stop.store(true, Ordering::Relaxed);
+    for task in join_all(tasks).await {
+        task.expect("task");
+    }
+    assert_eq!(load.errors.load(Ordering::Relaxed), 0, "never an Err: the policy answers");
+    let slowest = load.slowest_ms.load(Ordering::Relaxed);
+    assert!(slowest <= 200 + 600, "the deadline holds through reshard and failover: {slowest} ms");
+    println!(
+        "{} checks, {} degraded during the faults",
+        load.calls.load(Ordering::Relaxed),
+        load.degraded.load(Ordering::Relaxed)
+    );
+}
