@@ -137,7 +137,7 @@ impl RedisStoreBuilder {
                 let pool = ClusterPool::connect(client, self.cluster_connections, self.max_in_flight)
                     .await
                     .map_err(|e| from_redis(&format!("connecting to {described}"), e))?;
-                Backend::Cluster(pool)
+                Backend::Cluster(Box::new(pool))
             }
         };
         let scripts = Scripts::new();

@@ -13,7 +13,7 @@ use crate::url::redact_url;
 /// The servers a store talks to.
 pub(crate) enum Backend {
     Standalone(ConnectionManager),
-    Cluster(ClusterPool),
+    Cluster(Box<ClusterPool>),
 }
 
 impl Backend {
