@@ -13,6 +13,9 @@
 //! * [`Limiter`] — the facade applications call, with the deadline,
 //!   [`FailurePolicy`], circuit breaker ([`BreakerConfig`]), runtime switch
 //!   and local deny cache around the store;
+//! * [`adaptive`] — optional adaptive limits: every limit scaled down under
+//!   local load (CPU, memory, store latency) and back up, within a floor and
+//!   a ceiling, from injectable [`Signals`];
 //! * [`Clock`] with [`SystemClock`] and the test-friendly [`ManualClock`];
 //! * [`Error`] with an [`ErrorKind`] and [`Error::is_transient`];
 //! * [`telemetry`] — the metrics recorded through the `metrics` facade.
@@ -39,6 +42,7 @@
 //! #   tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f) } }
 //! ```
 
+pub mod adaptive;
 pub mod algorithm;
 mod breaker;
 mod clock;
@@ -55,6 +59,7 @@ mod rule;
 mod store;
 pub mod telemetry;
 
+pub use adaptive::{AdaptiveConfig, AdaptiveConfigBuilder, AdaptiveScaler, Load, Signals, SystemSignals};
 pub use breaker::{BreakerConfig, BreakerState};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, State};

@@ -111,6 +111,10 @@ pub struct Rule {
     name: Option<Box<str>>,
     /// Escalation against repeat offenders, if any.
     penalty: Option<Penalty>,
+    /// The limit an unnamed rule's state is keyed by: the configured limit,
+    /// also when adaptive limits enforce another one ([`Rule::scaled`]), so
+    /// the scaled rule keeps counting in the configured rule's state.
+    state_limit: NonZeroU32,
 }
 
 const fn ms(d: Duration) -> u64 {
@@ -118,24 +122,36 @@ const fn ms(d: Duration) -> u64 {
 }
 
 impl Rule {
+    /// An unnamed sliding-log rule without penalty.
+    const fn sliding_log(limit: NonZeroU32, window_ms: u64) -> Rule {
+        Rule {
+            limit,
+            window_ms,
+            algorithm: Algorithm::SlidingLog,
+            name: None,
+            penalty: None,
+            state_limit: limit,
+        }
+    }
+
     /// `limit` per second, sliding log.
     pub const fn per_second(limit: NonZeroU32) -> Rule {
-        Rule { limit, window_ms: 1000, algorithm: Algorithm::SlidingLog, name: None, penalty: None }
+        Rule::sliding_log(limit, 1000)
     }
 
     /// `limit` per minute, sliding log.
     pub const fn per_minute(limit: NonZeroU32) -> Rule {
-        Rule { limit, window_ms: 60_000, algorithm: Algorithm::SlidingLog, name: None, penalty: None }
+        Rule::sliding_log(limit, 60_000)
     }
 
     /// `limit` per hour, sliding log.
     pub const fn per_hour(limit: NonZeroU32) -> Rule {
-        Rule { limit, window_ms: 3_600_000, algorithm: Algorithm::SlidingLog, name: None, penalty: None }
+        Rule::sliding_log(limit, 3_600_000)
     }
 
     /// `limit` per day, sliding log.
     pub const fn per_day(limit: NonZeroU32) -> Rule {
-        Rule { limit, window_ms: 86_400_000, algorithm: Algorithm::SlidingLog, name: None, penalty: None }
+        Rule::sliding_log(limit, 86_400_000)
     }
 
     /// `limit` per `window`, sliding log.
@@ -162,7 +178,7 @@ impl Rule {
                 "window must be a whole number of milliseconds, got {window:?}"
             )));
         }
-        Ok(Rule { limit, window_ms: ms(window), algorithm: Algorithm::SlidingLog, name: None, penalty: None })
+        Ok(Rule::sliding_log(limit, ms(window)))
     }
 
     /// The same rule enforced by another algorithm.
@@ -270,13 +286,32 @@ impl Rule {
     }
 
     /// The name under which stores keep this rule's state: the rule's name,
-    /// or, for an unnamed rule, its parameters (`<limit>-<window ms>`).
+    /// or, for an unnamed rule, its parameters (`<limit>-<window ms>`, with
+    /// the configured limit even while adaptive limits enforce another).
     /// Contains only `A-Z a-z 0-9 _ - .`.
     pub fn state_name(&self) -> std::borrow::Cow<'_, str> {
         match &self.name {
             Some(name) => std::borrow::Cow::Borrowed(name),
-            None => std::borrow::Cow::Owned(format!("{}-{}", self.limit, self.window_ms)),
+            None => std::borrow::Cow::Owned(format!("{}-{}", self.state_limit, self.window_ms)),
         }
+    }
+
+    /// The same rule — the same state in every store — enforcing `limit`
+    /// instead: what [adaptive limits](crate::adaptive) check with. The state
+    /// name stays the configured rule's, also for an unnamed rule, so
+    /// charges made under either limit count against both.
+    ///
+    /// For [`Algorithm::Gcra`] the limit is capped so that `limit × window`
+    /// stays below [`GCRA_MAX_PRODUCT`] (a valid rule's own limit always is).
+    pub(crate) fn scaled(&self, limit: NonZeroU32) -> Rule {
+        let limit = if self.algorithm == Algorithm::Gcra {
+            let cap = (GCRA_MAX_PRODUCT - 1) / self.window_ms.max(1);
+            let cap = u32::try_from(cap).unwrap_or(u32::MAX);
+            NonZeroU32::new(limit.get().min(cap)).unwrap_or(self.limit)
+        } else {
+            limit
+        };
+        Rule { limit, ..self.clone() }
     }
 
     /// Names the kind of state this rule keeps, so rules that read state
@@ -365,5 +400,26 @@ mod tests {
         }
         assert_eq!(rule.state_name(), "1-1000");
         assert_eq!(rule.named("api").unwrap().state_name(), "api");
+    }
+
+    #[test]
+    fn scaled_rules_keep_the_state_name() {
+        let rule = Rule::per_second(nz(100));
+        let half = rule.scaled(nz(50));
+        assert_eq!(half.limit(), 50);
+        assert_eq!(half.state_name(), "100-1000");
+        assert_eq!(half.scaled(nz(70)).state_name(), "100-1000", "scaling a scaled rule keeps the pin");
+        assert_eq!(rule.scaled(nz(100)), rule, "scaling to the configured limit is the rule itself");
+        assert_ne!(half, Rule::per_second(nz(50)), "a different state than a configured 50/s");
+        let named = rule.named("api").unwrap();
+        assert_eq!(named.scaled(nz(10)).state_name(), "api");
+    }
+
+    #[test]
+    fn scaled_gcra_stays_within_its_bound() {
+        let rule = Rule::per_day(nz(1_000_000)).with_algorithm(Algorithm::Gcra).unwrap();
+        let up = rule.scaled(nz(u32::MAX));
+        assert!(u64::from(up.limit()) * up.window_ms() < GCRA_MAX_PRODUCT);
+        assert!(up.limit() > rule.limit());
     }
 }

@@ -10,6 +10,7 @@
 //! | `slidegate_breaker_transitions_total` | counter | `to` (`open` `half_open` `closed`) |
 //! | `slidegate_breaker_state` | gauge | — (0 closed, 1 half-open, 2 open) |
 //! | `slidegate_deny_cache_hits_total` | counter | `rule` |
+//! | `slidegate_adaptive_factor` | gauge | — (the factor [adaptive limits](crate::adaptive) apply to every limit) |
 //!
 //! `slidegate-redis` adds `slidegate_script_reloads_total`.
 
@@ -65,4 +66,8 @@ pub(crate) fn breaker_transition(to: BreakerState) {
 pub(crate) fn deny_cache_hit(rule: &Rule) {
     metrics::counter!("slidegate_deny_cache_hits_total", "rule" => rule.state_name().into_owned())
         .increment(1);
+}
+
+pub(crate) fn adaptive_factor(factor: f64) {
+    metrics::gauge!("slidegate_adaptive_factor").set(factor);
 }

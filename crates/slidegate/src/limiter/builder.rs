@@ -1,11 +1,14 @@
-//! [`LimiterBuilder`]: deadline, failure policy, circuit breaker, deny cache.
+//! [`LimiterBuilder`]: deadline, failure policy, circuit breaker, deny
+//! cache, adaptive limits.
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use super::scaling::Adaptive;
 use super::{Inner, Limiter};
+use crate::adaptive::{AdaptiveConfig, Signals, SystemSignals};
 use crate::breaker::Breaker;
 use crate::deny_cache::{DEFAULT_DENY_CACHE_CAPACITY, DenyCache};
 use crate::{BreakerConfig, Clock, FailurePolicy, MemoryStore, Store, SystemClock};
@@ -38,6 +41,10 @@ pub struct LimiterBuilder<S> {
     deny_cache: Option<usize>,
     fallback: Option<MemoryStore>,
     clock: Arc<dyn Clock>,
+    adaptive: Option<AdaptiveConfig>,
+    /// `None`: [`SystemSignals`], created only if adaptive limits are on
+    /// (it reads `/proc` when created).
+    signals: Option<Arc<dyn Signals>>,
 }
 
 impl<S: fmt::Debug> fmt::Debug for LimiterBuilder<S> {
@@ -48,6 +55,7 @@ impl<S: fmt::Debug> fmt::Debug for LimiterBuilder<S> {
             .field("policy", &self.policy)
             .field("breaker", &self.breaker)
             .field("deny_cache", &self.deny_cache)
+            .field("adaptive", &self.adaptive)
             .finish_non_exhaustive()
     }
 }
@@ -62,6 +70,8 @@ impl<S: Store> LimiterBuilder<S> {
             deny_cache: Some(DEFAULT_DENY_CACHE_CAPACITY),
             fallback: None,
             clock: Arc::new(SystemClock),
+            adaptive: None,
+            signals: None,
         }
     }
 
@@ -125,10 +135,32 @@ impl<S: Store> LimiterBuilder<S> {
         self
     }
 
+    /// Turn every rule's limit down under local pressure and back up when
+    /// it passes, within `config`'s floor and ceiling (off by default; see
+    /// [`adaptive`](crate::adaptive)). The load comes from
+    /// [`adaptive_signals`](Self::adaptive_signals) and, when `config`
+    /// watches latency, from this limiter's store calls.
+    pub fn adaptive(mut self, config: AdaptiveConfig) -> Self {
+        self.adaptive = Some(config);
+        self
+    }
+
+    /// Where adaptive limits read the load (default [`SystemSignals`]); a
+    /// scripted source makes tests deterministic. Used only together with
+    /// [`adaptive`](Self::adaptive).
+    pub fn adaptive_signals(mut self, signals: impl Signals) -> Self {
+        self.signals = Some(Arc::new(signals));
+        self
+    }
+
     /// Builds the limiter.
     pub fn build(self) -> Limiter<S> {
         let fallback = self.fallback.unwrap_or_else(|| {
             MemoryStore::builder().max_keys(DEFAULT_FALLBACK_KEYS).clock(Arc::clone(&self.clock)).build()
+        });
+        let adaptive = self.adaptive.map(|config| {
+            let signals = self.signals.unwrap_or_else(|| Arc::new(SystemSignals::new()));
+            Adaptive::new(config, signals, self.clock.now_ms())
         });
         Limiter {
             inner: Arc::new(Inner {
@@ -140,6 +172,7 @@ impl<S: Store> LimiterBuilder<S> {
                 fallback,
                 clock: self.clock,
                 enabled: AtomicBool::new(true),
+                adaptive,
             }),
         }
     }

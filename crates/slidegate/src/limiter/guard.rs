@@ -1,8 +1,12 @@
 //! The protection every store call gets: circuit breaker, deadline,
-//! metrics; and the failure policy's answers when the call fails.
+//! metrics, the latency signal of adaptive limits; and the failure policy's
+//! answers when the call fails.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's Instant, so paused test time times store calls deterministically.
+use tokio::time::Instant;
 
 use super::Inner;
 use crate::breaker::{Admission, Breaker};
@@ -56,6 +60,7 @@ impl<S: Store> Inner<S> {
             Ok(answer) => {
                 guard.breaker = None;
                 telemetry::store_call(elapsed, "ok");
+                self.observe_latency(elapsed);
                 if let Some(breaker) = &self.breaker {
                     breaker.on_success(probe);
                 }
@@ -66,6 +71,12 @@ impl<S: Store> Inner<S> {
             Err(error) => {
                 guard.breaker = None;
                 telemetry::store_call(elapsed, if error.is_timeout() { "timeout" } else { "error" });
+                if error.is_timeout() {
+                    // A store too slow to answer is the slowest of all: a
+                    // timeout counts (as the time waited), so a store stuck
+                    // past the deadline cannot look fast by never succeeding.
+                    self.observe_latency(elapsed);
+                }
                 if let Some(breaker) = &self.breaker {
                     breaker.on_failure(probe, self.clock.now_ms());
                 }

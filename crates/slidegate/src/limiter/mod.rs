@@ -1,9 +1,12 @@
 //! The facade applications call: rules and keys in, decisions out, with the
-//! failure policy, circuit breaker, deadline and deny cache around the store.
+//! failure policy, circuit breaker, deadline, deny cache and adaptive limits
+//! around the store.
 
 mod builder;
 mod guard;
+mod scaling;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -11,6 +14,7 @@ use std::time::Duration;
 pub use builder::{DEFAULT_DEADLINE, DEFAULT_FALLBACK_KEYS, LimiterBuilder};
 
 use guard::Outcome;
+use scaling::Adaptive;
 
 use crate::breaker::Breaker;
 use crate::deny_cache::DenyCache;
@@ -40,6 +44,10 @@ use crate::{
 ///   identity and cost are denied locally until `r` passes. This is exact —
 ///   only time frees capacity, so the store would deny them too — and sheds
 ///   attack traffic without round trips.
+/// * **Adaptive limits** (optional, [`LimiterBuilder::adaptive`]): every
+///   rule's limit is scaled down under local pressure (CPU, memory, store
+///   latency) and back up, within a floor and a ceiling, in the same store
+///   state; decisions report the effective limit (see [`crate::adaptive`]).
 ///
 /// Deadline, breaker and deny cache apply to remote stores only: a store
 /// whose [`Store::is_local`] is true (the memory store) answers in
@@ -85,6 +93,8 @@ struct Inner<S> {
     fallback: MemoryStore,
     clock: Arc<dyn Clock>,
     enabled: AtomicBool,
+    /// Scales the limits, when adaptive limits are on.
+    adaptive: Option<Adaptive>,
 }
 
 impl<S> Clone for Limiter<S> {
@@ -128,13 +138,19 @@ impl<S: Store> Limiter<S> {
     ///
     /// As [`check`](Self::check), plus
     /// [`InvalidCost`](ErrorKind::InvalidCost) when `cost` is 0 or above the
-    /// rule's limit.
+    /// rule's configured limit. (A cost above an adaptively lowered limit is
+    /// a denial, see [`crate::adaptive`].)
     pub async fn check_n(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         validate_cost(rule, cost)?;
         let identity = encode_identity(key)?;
         let inner = &*self.inner;
+        let scaling = inner.scaling();
+        let rule = &*scaling.rule(rule);
         if !inner.enabled.load(Ordering::Relaxed) {
             return Ok(self.record(rule, Decision::disabled(rule.limit())));
+        }
+        if let Some(denial) = scaling.beyond(rule, cost) {
+            return Ok(self.record(rule, denial));
         }
         if inner.store.is_local() {
             return match inner.store.check(rule, key, cost).await {
@@ -180,9 +196,31 @@ impl<S: Store> Limiter<S> {
     pub async fn check_all_n(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
         validate_dimensions(dimensions, cost)?;
         let inner = &*self.inner;
+        let scaling = inner.scaling();
+        let scaled: Vec<Cow<'_, Rule>>;
+        let effective: Vec<Dimension<'_>>;
+        let dimensions = if scaling.is_active() {
+            scaled = dimensions.iter().map(|(rule, _)| scaling.rule(rule)).collect();
+            effective = scaled.iter().zip(dimensions).map(|(rule, &(_, key))| (&**rule, key)).collect();
+            &effective[..]
+        } else {
+            dimensions
+        };
         let multi = if !inner.enabled.load(Ordering::Relaxed) {
             MultiDecision::from_decisions(
                 dimensions.iter().map(|(r, _)| Decision::disabled(r.limit())).collect(),
+            )
+        } else if dimensions.iter().any(|(rule, _)| scaling.beyond(rule, cost).is_some()) {
+            // Not admissible whatever the store holds: nothing is asked.
+            MultiDecision::from_decisions(
+                dimensions
+                    .iter()
+                    .map(|(rule, _)| {
+                        scaling
+                            .beyond(rule, cost)
+                            .unwrap_or_else(|| Decision::allowed(rule.limit(), 0, Duration::ZERO))
+                    })
+                    .collect(),
             )
         } else if inner.store.is_local() {
             match inner.store.check_all(dimensions, cost).await {
@@ -215,14 +253,17 @@ impl<S: Store> Limiter<S> {
     /// affect the others. Denials in the deny cache are answered locally.
     pub async fn check_batch(&self, requests: &[BatchItem<'_>]) -> Vec<Result<Decision, Error>> {
         let inner = &*self.inner;
+        let scaling = inner.scaling();
+        let rules: Vec<Cow<'_, Rule>> = requests.iter().map(|&(rule, _, _)| scaling.rule(rule)).collect();
         let sent = inner.clock.now_ms();
         let enabled = inner.enabled.load(Ordering::Relaxed);
         let remote = !inner.store.is_local();
         let mut results: Vec<Option<Result<Decision, Error>>> = Vec::with_capacity(requests.len());
         let mut asked = Vec::new();
         let mut to_store: Vec<BatchItem<'_>> = Vec::new();
-        for (i, &(rule, key, cost)) in requests.iter().enumerate() {
-            let identity = match validate_cost(rule, cost).and_then(|()| encode_identity(key)) {
+        for (i, (&(configured, key, cost), rule)) in requests.iter().zip(&rules).enumerate() {
+            let rule = &**rule;
+            let identity = match validate_cost(configured, cost).and_then(|()| encode_identity(key)) {
                 Ok(identity) => identity,
                 Err(error) => {
                     results.push(Some(Err(error)));
@@ -236,6 +277,8 @@ impl<S: Store> Limiter<S> {
             };
             if !enabled {
                 results.push(Some(Ok(Decision::disabled(rule.limit()))));
+            } else if let Some(denial) = scaling.beyond(rule, cost) {
+                results.push(Some(Ok(denial)));
             } else if let Some(decision) = cached {
                 telemetry::deny_cache_hit(rule);
                 results.push(Some(Ok(decision)));
@@ -258,8 +301,8 @@ impl<S: Store> Limiter<S> {
         }
         results
             .into_iter()
-            .zip(requests)
-            .map(|(result, &(rule, _, _))| {
+            .zip(&rules)
+            .map(|(result, rule)| {
                 let result = result.unwrap_or_else(|| Err(Error::new(ErrorKind::Backend, "batch item lost")));
                 if let Ok(decision) = &result {
                     telemetry::decision(rule, decision);
@@ -322,6 +365,13 @@ impl<S: Store> Limiter<S> {
     /// The circuit breaker's state ([`BreakerState::Closed`] when there is none).
     pub fn breaker_state(&self) -> BreakerState {
         self.inner.breaker.as_ref().map_or(BreakerState::Closed, Breaker::state)
+    }
+
+    /// The factor adaptive limits currently apply to every rule's limit
+    /// (`None` when they are off). It moves at most once per evaluation
+    /// interval, on checks; see [`crate::adaptive`].
+    pub fn adaptive_factor(&self) -> Option<f64> {
+        self.inner.adaptive.as_ref().map(|a| a.scaler.factor())
     }
 
     /// The failure policy in force.
