@@ -46,6 +46,12 @@ pub(crate) async fn check_batch(
                 file(requests, chunk, replies, &mut results);
             }
         }
+        Backend::Sentinel(pool) => {
+            for chunk in calls.chunks(MAX_PIPELINE) {
+                let replies = send_reloading(pool.connection(), chunk).await;
+                file(requests, chunk, replies, &mut results);
+            }
+        }
         // A Cluster pipeline must stay within one slot: one pipeline per
         // slot (in input order within it, so the same key is decided in
         // order), all slots at once.

@@ -2,6 +2,8 @@
 //! connection settings.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +16,7 @@ use crate::cluster::{ClusterPool, DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FL
 use crate::connection::{Backend, Topology, parse_topology};
 use crate::errors::from_redis;
 use crate::scripts::Scripts;
+use crate::sentinel::SentinelPool;
 use crate::store::{Inner, RedisStore};
 use crate::url::redact_url;
 
@@ -54,6 +57,9 @@ pub(crate) fn describe(topology: &Result<Topology, Error>) -> String {
         Ok(Topology::Standalone(url)) => redact_url(url),
         Ok(Topology::Cluster(nodes)) => {
             format!("cluster {}", nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>().join(","))
+        }
+        Ok(Topology::Sentinel { sentinels, master, .. }) => {
+            format!("primary {master:?} of sentinels {}", sentinels.join(","))
         }
         Err(_) => "(invalid URL)".to_owned(),
     }
@@ -139,6 +145,16 @@ impl RedisStoreBuilder {
                     .map_err(|e| from_redis(&format!("connecting to {described}"), e))?;
                 Backend::Cluster(Box::new(pool))
             }
+            Topology::Sentinel { sentinels, master, userinfo, db } => {
+                let (connect, response) = (self.connect_timeout, self.response_timeout);
+                let pool = SentinelPool::connect(sentinels, master, userinfo, db, move |url: String| {
+                    Box::pin(async move { manager(&url, connect, response).await })
+                        as Pin<Box<dyn Future<Output = redis::RedisResult<ConnectionManager>> + Send>>
+                })
+                .await
+                .map_err(|e| from_redis(&format!("connecting to {described}"), e))?;
+                Backend::Sentinel(Arc::new(pool))
+            }
         };
         let scripts = Scripts::new();
         backend.load_scripts(&scripts).await.map_err(|e| from_redis("loading scripts", e))?;
@@ -154,26 +170,36 @@ impl RedisStoreBuilder {
 
 async fn standalone(url: &str, connect: Duration, response: Duration) -> Result<ConnectionManager, Error> {
     let shown = redact_url(url);
-    let client = redis::Client::open(url)
+    redis::Client::open(url)
         .map_err(|e| Error::with_source(ErrorKind::Backend, format!("invalid Redis URL {shown:?}"), e))?;
+    manager(url, connect, response).await.map_err(|e| from_redis(&format!("connecting to {shown}"), e))
+}
+
+/// A reconnecting connection to one server, with TCP_NODELAY and timeouts.
+async fn manager(url: &str, connect: Duration, response: Duration) -> redis::RedisResult<ConnectionManager> {
+    let client = redis::Client::open(url)?;
     let info =
         client.get_connection_info().clone().set_tcp_settings(TcpSettings::default().set_nodelay(true));
-    let client = redis::Client::open(info).map_err(|e| from_redis("configuring the client", e))?;
+    let client = redis::Client::open(info)?;
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(connect))
         .set_response_timeout(Some(response))
         .set_number_of_retries(2)
         .set_max_delay(Duration::from_millis(500));
-    ConnectionManager::new_with_config(client, config)
-        .await
-        .map_err(|e| from_redis(&format!("connecting to {shown}"), e))
+    ConnectionManager::new_with_config(client, config).await
 }
 
 impl RedisStore {
-    /// Starts configuring a store for `url`: `redis://host:port/db` for one
-    /// server, `redis+cluster://host:port,host:port/` for a Cluster (any
-    /// reachable nodes; the rest are discovered). `rediss://` is not
-    /// enabled in this build.
+    /// Starts configuring a store for `url`:
+    ///
+    /// * `redis://[:password@]host:port/db` — one server;
+    /// * `redis+cluster://[:password@]host:port,host:port/` — a Cluster (any
+    ///   reachable nodes; the rest are discovered);
+    /// * `redis+sentinel://[:password@]host:port,host:port/<primary name>[/db]`
+    ///   — the primary a set of sentinels names, followed across failovers
+    ///   (the password is the primary's; sentinels are asked without one).
+    ///
+    /// `rediss://` (TLS) is not enabled in this build.
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
         RedisStoreBuilder::new(parse_topology(&url.into()))
     }

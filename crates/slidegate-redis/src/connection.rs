@@ -6,14 +6,18 @@ use redis::aio::ConnectionManager;
 use redis::{Cmd, RedisResult, Script};
 use slidegate::{Error, ErrorKind};
 
+use std::sync::Arc;
+
 use crate::cluster::ClusterPool;
 use crate::scripts::{self, Scripts};
+use crate::sentinel::SentinelPool;
 use crate::url::redact_url;
 
 /// The servers a store talks to.
 pub(crate) enum Backend {
     Standalone(ConnectionManager),
     Cluster(Box<ClusterPool>),
+    Sentinel(Arc<SentinelPool>),
 }
 
 impl Backend {
@@ -22,6 +26,7 @@ impl Backend {
         match self {
             Backend::Standalone(conn) => scripts::run(&mut conn.clone(), script, cmd).await,
             Backend::Cluster(pool) => pool.run(script, cmd).await,
+            Backend::Sentinel(pool) => pool.run(script, cmd).await,
         }
     }
 
@@ -33,6 +38,9 @@ impl Backend {
                     script.load_async(&mut conn.clone()).await?;
                 }
                 Backend::Cluster(pool) => {
+                    script.load_async(&mut pool.connection()).await?;
+                }
+                Backend::Sentinel(pool) => {
                     script.load_async(&mut pool.connection()).await?;
                 }
             }
@@ -53,6 +61,28 @@ pub(crate) enum Topology {
     /// `redis+cluster://host:port,host:port/` or several node URLs: a Cluster
     /// (each entry a `redis://` URL of one node).
     Cluster(Vec<String>),
+    /// `redis+sentinel://host:port,host:port/<primary name>[/db]`: the
+    /// primary the sentinels name, followed across failovers.
+    Sentinel {
+        /// `redis://host:port/` of each sentinel.
+        sentinels: Vec<String>,
+        /// The name the sentinels monitor the primary under.
+        master: String,
+        /// `user:password@` for the primary, or empty (sentinels are asked
+        /// without credentials).
+        userinfo: String,
+        /// The database on the primary.
+        db: i64,
+    },
+}
+
+/// Splits `[userinfo@]h:p,h:p` into the user info (with its `@`) and hosts.
+fn split_hosts(authority: &str) -> (String, Vec<String>) {
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((user, hosts)) => (format!("{user}@"), hosts),
+        None => (String::new(), authority),
+    };
+    (userinfo, hosts.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_owned).collect())
 }
 
 /// Parses a store URL.
@@ -63,19 +93,11 @@ pub(crate) enum Topology {
 pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
     let trimmed = url.trim();
     let lower = trimmed.to_ascii_lowercase();
-    if let Some(rest) = lower.strip_prefix("redis+cluster://").map(|_| &trimmed["redis+cluster://".len()..]) {
+    if lower.starts_with("redis+cluster://") {
+        let rest = &trimmed["redis+cluster://".len()..];
         let (authority, _path) = rest.split_once('/').unwrap_or((rest, ""));
-        let (userinfo, hosts) = match authority.rsplit_once('@') {
-            Some((user, hosts)) => (format!("{user}@"), hosts),
-            None => (String::new(), authority),
-        };
-        let nodes: Vec<String> = hosts
-            .split(',')
-            .map(str::trim)
-            .filter(|h| !h.is_empty())
-            .map(|h| format!("redis://{userinfo}{h}/"))
-            .collect();
-        if nodes.is_empty() {
+        let (userinfo, hosts) = split_hosts(authority);
+        if hosts.is_empty() {
             return Err(Error::new(
                 ErrorKind::Backend,
                 format!(
@@ -84,7 +106,34 @@ pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
                 ),
             ));
         }
-        return Ok(Topology::Cluster(nodes));
+        return Ok(Topology::Cluster(hosts.iter().map(|h| format!("redis://{userinfo}{h}/")).collect()));
+    }
+    if lower.starts_with("redis+sentinel://") {
+        let rest = &trimmed["redis+sentinel://".len()..];
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (userinfo, hosts) = split_hosts(authority);
+        let mut parts = path.split('/').filter(|p| !p.is_empty());
+        let master = parts.next().unwrap_or_default().to_owned();
+        let db = match parts.next() {
+            Some(db) => db.parse::<i64>().map_err(|_| {
+                Error::new(
+                    ErrorKind::Backend,
+                    format!("sentinel URL {:?}: database {db:?} is not a number", redact_url(url)),
+                )
+            })?,
+            None => 0,
+        };
+        if hosts.is_empty() || master.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Backend,
+                format!(
+                    "sentinel URL {:?} needs sentinels and a primary name (redis+sentinel://host:port,host:port/mymaster)",
+                    redact_url(url)
+                ),
+            ));
+        }
+        let sentinels = hosts.iter().map(|h| format!("redis://{h}/")).collect();
+        return Ok(Topology::Sentinel { sentinels, master, userinfo, db });
     }
     if lower.starts_with("redis://") || lower.starts_with("rediss://") || lower.starts_with("redis+unix://") {
         return Ok(Topology::Standalone(trimmed.to_owned()));
@@ -92,7 +141,8 @@ pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
     Err(Error::new(
         ErrorKind::Backend,
         format!(
-            "invalid Redis URL {:?}: expected redis://host:port/ or redis+cluster://host:port,host:port/",
+            "invalid Redis URL {:?}: expected redis://host:port/, redis+cluster://host:port,host:port/ \
+             or redis+sentinel://host:port,host:port/<primary name>",
             redact_url(url)
         ),
     ))
@@ -116,5 +166,18 @@ mod tests {
         let err = parse_topology("redis+cluster://:secret@/").unwrap_err();
         assert!(err.to_string().contains("names no node") && !err.to_string().contains("secret"), "{err}");
         assert!(parse_topology("http://x").unwrap_err().to_string().contains("expected redis://"));
+        assert_eq!(
+            parse_topology("redis+sentinel://:pw@s1:26379,s2:26379/mymaster/2").unwrap(),
+            Topology::Sentinel {
+                sentinels: vec!["redis://s1:26379/".into(), "redis://s2:26379/".into()],
+                master: "mymaster".into(),
+                userinfo: ":pw@".into(),
+                db: 2,
+            }
+        );
+        assert!(parse_topology("redis+sentinel://s1:1/").unwrap_err().to_string().contains("primary name"));
+        assert!(
+            parse_topology("redis+sentinel://s1:1/m/x").unwrap_err().to_string().contains("not a number")
+        );
     }
 }

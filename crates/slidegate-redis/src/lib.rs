@@ -31,6 +31,7 @@ mod cross_slot;
 mod errors;
 mod keys;
 pub mod scripts;
+mod sentinel;
 mod store;
 mod url;
 
