@@ -48,8 +48,10 @@ pub enum Command {
 /// `{"at_ms":1500,"key":"alice","allowed":true,"remaining":3,"retry_after_ms":0}`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// Where state lives: `memory`, or a `redis://` / `rediss://` URL (a fresh
-    /// key prefix is used for every run).
+    /// Where state lives: `memory`, or a Redis URL — `redis://host:port/`,
+    /// `redis+cluster://host:port,host:port/` or
+    /// `redis+sentinel://host:port,host:port/<primary>` (a fresh key prefix
+    /// is used for every run).
     #[arg(long, default_value = "memory")]
     pub store: StoreSpec,
 
@@ -153,9 +155,11 @@ pub struct BenchBound {
 /// `slidegate bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Where state lives: `memory`, or a `redis://` / `rediss://` URL (a fresh
-    /// key prefix is used for every run unless `--prefix` is given; the Redis
-    /// server's clock decides).
+    /// Where state lives: `memory`, or a Redis URL — `redis://host:port/`,
+    /// `redis+cluster://host:port,host:port/` or
+    /// `redis+sentinel://host:port,host:port/<primary>` (a fresh key prefix is
+    /// used for every run unless `--prefix` is given; the Redis server's
+    /// clock decides).
     #[arg(long, default_value = "memory")]
     pub store: StoreSpec,
 

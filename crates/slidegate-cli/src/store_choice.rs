@@ -33,10 +33,14 @@ impl FromStr for StoreSpec {
             return Ok(StoreSpec::Memory);
         }
         let lower = text.to_ascii_lowercase();
-        if lower.starts_with("redis://") || lower.starts_with("rediss://") {
+        const SCHEMES: [&str; 4] = ["redis://", "rediss://", "redis+cluster://", "redis+sentinel://"];
+        if SCHEMES.iter().any(|scheme| lower.starts_with(scheme)) {
             return Ok(StoreSpec::Redis { url: text.to_owned() });
         }
-        Err(format!("expected `memory` or a redis:// or rediss:// URL, got {text:?}"))
+        Err(format!(
+            "expected `memory` or a redis://, redis+cluster://host:port,host:port/ or \
+             redis+sentinel://host:port/<primary> URL, got {text:?}"
+        ))
     }
 }
 
@@ -156,7 +160,12 @@ mod tests {
     fn parses_store_specs() {
         assert_eq!("memory".parse::<StoreSpec>(), Ok(StoreSpec::Memory));
         assert_eq!("MEMORY".parse::<StoreSpec>(), Ok(StoreSpec::Memory));
-        for url in ["redis://127.0.0.1:7000/", "rediss://cache.example:6380/0"] {
+        for url in [
+            "redis://127.0.0.1:7000/",
+            "rediss://cache.example:6380/0",
+            "redis+cluster://a:7000,b:7001/",
+            "redis+sentinel://s:26379/mymaster",
+        ] {
             assert_eq!(url.parse::<StoreSpec>(), Ok(StoreSpec::Redis { url: url.to_owned() }));
         }
         let err = "http://x".parse::<StoreSpec>().unwrap_err();
@@ -167,6 +176,8 @@ mod tests {
     fn hides_passwords() {
         let spec: StoreSpec = "redis://:secret@h/".parse().unwrap();
         assert_eq!(spec.to_string(), "redis://:***@h/");
+        let spec: StoreSpec = "redis+cluster://:secret@a:1,b:2/".parse().unwrap();
+        assert_eq!(spec.to_string(), "redis+cluster://:***@a:1,b:2/");
     }
 
     #[test]

@@ -65,11 +65,24 @@ fn bounds_are_required_and_capped() {
 #[test]
 fn redis_small_run() {
     let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
-    let url = server.url();
+    exact_small_run(&server.url());
+}
+
+/// The same exact run against a real Redis Cluster and through real
+/// sentinels: the URL schemes reach the right store.
+#[test]
+fn cluster_and_sentinel_urls() {
+    let cluster = slidegate_testkit::RedisCluster::start(3, 0).expect("start a cluster");
+    exact_small_run(&cluster.url());
+    let sentinels = slidegate_testkit::RedisSentinel::start(1).expect("start sentinels");
+    exact_small_run(&sentinels.url());
+}
+
+fn exact_small_run(url: &str) {
     let args = [
         "bench",
         "--store",
-        &url,
+        url,
         "--algorithm",
         "counter",
         "--limit",
@@ -91,6 +104,7 @@ fn redis_small_run() {
     assert_eq!(count(&report, "errors"), 0, "{report}");
     // 5 keys × 10 per window, and the run is far shorter than the window.
     assert_eq!(count(&report, "allowed"), 50, "{report}");
+    assert_eq!(count(&report, "degraded"), 0, "{report}");
 }
 
 #[test]

@@ -6,7 +6,8 @@
 --
 -- KEYS     per dimension i (1-based), 3 keys: [3i-2] state, [3i-1] violations, [3i] ban
 -- ARGV     [1] now_ms ("" = Redis TIME)  [2] cost  [3] D = number of dimensions,
---          then per dimension 8 values from 3 + 8(i-1) + 1:
+--          [4] per-field hash TTL available "1"/"0",
+--          then per dimension 8 values from 4 + 8(i-1) + 1:
 --          algorithm (1 log, 2 counter, 3 fixed, 4 gcra), limit, window_ms,
 --          buckets, violation window ms (0 = no penalty), warn_after (0 = none),
 --          ban_after (0 = none), ban_for_ms
@@ -20,14 +21,20 @@ local ALGORITHMS = { LOG, COUNTER, FIXED, GCRA }
 local now = now_ms(ARGV[1])
 local cost = tonumber(ARGV[2])
 local count = tonumber(ARGV[3])
+local field_ttl = ARGV[4] == '1'
 
 local dims = {}
 local all_fit = true
 for i = 1, count do
-  local o = 3 + 8 * (i - 1)
+  local o = 4 + 8 * (i - 1)
   local d = {
     algorithm = ALGORITHMS[tonumber(ARGV[o + 1])],
-    r = { limit = tonumber(ARGV[o + 2]), window = tonumber(ARGV[o + 3]), buckets = tonumber(ARGV[o + 4]) },
+    r = {
+      limit = tonumber(ARGV[o + 2]),
+      window = tonumber(ARGV[o + 3]),
+      buckets = tonumber(ARGV[o + 4]),
+      field_ttl = field_ttl,
+    },
     vwindow = tonumber(ARGV[o + 5]),
     warn_after = tonumber(ARGV[o + 6]),
     ban_after = tonumber(ARGV[o + 7]),

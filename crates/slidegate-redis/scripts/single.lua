@@ -3,10 +3,16 @@
 --
 -- KEYS[1]  the state key
 -- ARGV     [1] limit  [2] window_ms  [3] cost (1..=limit, checked by the
---          client)  [4] now_ms ("" = Redis TIME)  [5] buckets (counter only)
+--          client)  [4] now_ms ("" = Redis TIME)  [5] buckets and
+--          [6] per-field TTL "1"/"0" (counter only)
 -- Reply    { allowed (1|0), remaining, retry_after_ms, reset_after_ms }
 
-local r = { limit = tonumber(ARGV[1]), window = tonumber(ARGV[2]), buckets = tonumber(ARGV[5]) }
+local r = {
+  limit = tonumber(ARGV[1]),
+  window = tonumber(ARGV[2]),
+  buckets = tonumber(ARGV[5]),
+  field_ttl = ARGV[6] == '1',
+}
 local cost = tonumber(ARGV[3])
 local now = now_ms(ARGV[4])
 local v = A.eval(KEYS[1], r, cost, now)

@@ -3,8 +3,15 @@
 -- key: hash, field = bucket index, value = cost counted in that bucket.
 -- Time t falls in bucket floor(t * B / W). At `now` every bucket holding a
 -- millisecond of (now - W, now] counts in full, so the counter never admits
--- more than the exact log. Stale buckets are pruned here. Integers stay
--- below 2^53 (t * B < 2^51 for any real time).
+-- more than the exact log. Integers stay below 2^53 (t * B < 2^51 for any
+-- real time).
+--
+-- Stale buckets are pruned here, on every server: pruning is what the pure
+-- model does, so decisions match it exactly (also when a client clock steps
+-- back). On servers with per-field hash TTL (Redis >= 7.4, Valkey >= 9;
+-- r.field_ttl, detected by the client) every bucket also carries its own
+-- TTL, ending when it stops counting plus the slack, so the server reclaims
+-- buckets by itself — the key's TTL then only has to outlive the newest.
 
 local COUNTER = {}
 
@@ -68,7 +75,11 @@ end
 
 function COUNTER.charge(key, r, cost, now, v)
   local cur = bucket_of(now, r)
-  redis.call('HINCRBY', key, string.format('%d', cur), cost)
+  local field = string.format('%d', cur)
+  redis.call('HINCRBY', key, field, cost)
+  if r.field_ttl then
+    redis.call('HPEXPIRE', key, drop_time(cur, r) - now + SLACK_MS, 'FIELDS', 1, field)
+  end
   local newest = cur
   if v.newest ~= nil and v.newest > newest then newest = v.newest end
   local reset = drop_time(newest, r) - now

@@ -32,8 +32,9 @@ pub(crate) async fn check_batch(
     let mut results: Vec<Option<Result<Decision, Error>>> = (0..requests.len()).map(|_| None).collect();
     let mut calls: Vec<(usize, Call<'_>)> = Vec::with_capacity(requests.len());
     for (i, &(rule, key, cost)) in requests.iter().enumerate() {
-        let call = validate_cost(rule, cost)
-            .and_then(|()| commands::single(store.scripts(), store.prefix(), rule, key, cost, &now));
+        let call = validate_cost(rule, cost).and_then(|()| {
+            commands::single(store.scripts(), store.prefix(), rule, key, cost, &now, store.uses_field_ttl())
+        });
         match call {
             Ok(call) => calls.push((i, call)),
             Err(error) => results[i] = Some(Err(error)),

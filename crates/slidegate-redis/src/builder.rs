@@ -158,12 +158,14 @@ impl RedisStoreBuilder {
         };
         let scripts = Scripts::new();
         backend.load_scripts(&scripts).await.map_err(|e| from_redis("loading scripts", e))?;
+        let field_ttl = backend.has_field_ttl().await.map_err(|e| from_redis("asking for HPEXPIRE", e))?;
         Ok(RedisStore::from_inner(Inner {
             backend,
             prefix: self.prefix,
             clock: self.clock,
             scripts,
             servers: described,
+            field_ttl,
         }))
     }
 }

@@ -46,7 +46,8 @@ fn buckets(rule: &Rule) -> u16 {
 
 /// The call deciding one request: the fast script of the rule's algorithm,
 /// or the general script when the rule has a penalty. `now` is the client
-/// clock's time, or `""` for the Redis server's.
+/// clock's time, or `""` for the Redis server's; `field_ttl` says the
+/// server has per-field hash TTL (`HPEXPIRE`).
 pub(crate) fn single<'s>(
     scripts: &'s Scripts,
     prefix: &str,
@@ -54,9 +55,10 @@ pub(crate) fn single<'s>(
     key: &str,
     cost: u32,
     now: &str,
+    field_ttl: bool,
 ) -> Result<Call<'s>, Error> {
     if rule.penalty().is_some() {
-        return general(scripts, prefix, &[(rule, key)], cost, now);
+        return general(scripts, prefix, &[(rule, key)], cost, now, field_ttl);
     }
     let identity = encode_identity(key)?;
     let state = key_for(prefix, rule, &identity, &rule.state_part());
@@ -64,7 +66,7 @@ pub(crate) fn single<'s>(
     let mut cmd = scripts::evalsha(script, &[&state]);
     cmd.arg(rule.limit()).arg(rule.window_ms()).arg(cost).arg(now);
     if let Algorithm::SlidingCounter { buckets } = rule.algorithm() {
-        cmd.arg(buckets.get());
+        cmd.arg(buckets.get()).arg(if field_ttl { "1" } else { "0" });
     }
     Ok(Call { script, cmd, shape: Shape::Single })
 }
@@ -77,6 +79,7 @@ pub(crate) fn general<'s>(
     dimensions: &[Dimension<'_>],
     cost: u32,
     now: &str,
+    field_ttl: bool,
 ) -> Result<Call<'s>, Error> {
     let mut keys = Vec::with_capacity(3 * dimensions.len());
     for (rule, key) in dimensions {
@@ -88,7 +91,7 @@ pub(crate) fn general<'s>(
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let script = scripts.check();
     let mut cmd = scripts::evalsha(script, &key_refs);
-    cmd.arg(now).arg(cost).arg(dimensions.len());
+    cmd.arg(now).arg(cost).arg(dimensions.len()).arg(if field_ttl { "1" } else { "0" });
     for (rule, _) in dimensions {
         let penalty = rule.penalty();
         cmd.arg(algorithm_code(rule.algorithm()))

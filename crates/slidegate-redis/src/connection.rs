@@ -48,6 +48,19 @@ impl Backend {
         Ok(())
     }
 
+    /// Whether the server knows `HPEXPIRE` (per-field hash TTL). Asked, not
+    /// assumed from a version: forks and managed services differ.
+    pub(crate) async fn has_field_ttl(&self) -> RedisResult<bool> {
+        let mut cmd = redis::cmd("COMMAND");
+        cmd.arg("INFO").arg("HPEXPIRE");
+        let info: Vec<redis::Value> = match self {
+            Backend::Standalone(conn) => cmd.query_async(&mut conn.clone()).await?,
+            Backend::Cluster(pool) => cmd.query_async(&mut pool.connection()).await?,
+            Backend::Sentinel(pool) => cmd.query_async(&mut pool.connection()).await?,
+        };
+        Ok(info.iter().any(|v| !matches!(v, redis::Value::Nil)))
+    }
+
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Backend::Cluster(_))
     }

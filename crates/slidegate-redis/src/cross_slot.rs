@@ -42,7 +42,14 @@ pub(crate) async fn check_all(
         groups.iter().map(|g| g.iter().map(|&i| dimensions[i]).collect()).collect();
     let mut calls = Vec::with_capacity(parts.len());
     for part in &parts {
-        calls.push(commands::general(store.scripts(), store.prefix(), part, cost, &now)?);
+        calls.push(commands::general(
+            store.scripts(),
+            store.prefix(),
+            part,
+            cost,
+            &now,
+            store.uses_field_ttl(),
+        )?);
     }
     let replies = join_all(calls.iter().map(|call| store.send(call))).await;
 

@@ -60,6 +60,9 @@ pub(crate) struct Inner {
     pub(crate) scripts: Scripts,
     /// The servers, passwords hidden: only for `Debug`.
     pub(crate) servers: String,
+    /// The server has per-field hash TTL (`HPEXPIRE`): the sliding counter
+    /// gives every bucket its own TTL.
+    pub(crate) field_ttl: bool,
 }
 
 impl fmt::Debug for RedisStore {
@@ -80,6 +83,13 @@ impl RedisStore {
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.inner.prefix
+    }
+
+    /// Whether the servers support per-field hash TTL (Redis ≥ 7.4, Valkey ≥
+    /// 9), detected at connect time: the sliding counter then gives every
+    /// bucket its own TTL (it prunes stale buckets in the script either way).
+    pub fn uses_field_ttl(&self) -> bool {
+        self.inner.field_ttl
     }
 
     /// Whether this store talks to a Redis Cluster.
@@ -114,8 +124,15 @@ impl RedisStore {
 impl Store for RedisStore {
     async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         validate_cost(rule, cost)?;
-        let call =
-            commands::single(&self.inner.scripts, &self.inner.prefix, rule, key, cost, &self.now_arg())?;
+        let call = commands::single(
+            &self.inner.scripts,
+            &self.inner.prefix,
+            rule,
+            key,
+            cost,
+            &self.now_arg(),
+            self.inner.field_ttl,
+        )?;
         let reply = self.send(&call).await?;
         commands::single_reply(rule, call.shape, &reply)
     }
@@ -131,8 +148,14 @@ impl Store for RedisStore {
                 return cross_slot::check_all(self, dimensions, &groups, cost).await;
             }
         }
-        let call =
-            commands::general(&self.inner.scripts, &self.inner.prefix, dimensions, cost, &self.now_arg())?;
+        let call = commands::general(
+            &self.inner.scripts,
+            &self.inner.prefix,
+            dimensions,
+            cost,
+            &self.now_arg(),
+            self.inner.field_ttl,
+        )?;
         let reply = self.send(&call).await?;
         let rules: Vec<&Rule> = dimensions.iter().map(|(rule, _)| *rule).collect();
         Ok(MultiDecision::from_decisions(commands::general_reply(&rules, &reply)?.decisions))
