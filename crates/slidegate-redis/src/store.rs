@@ -21,7 +21,7 @@ use crate::scripts::Scripts;
 ///   loaded and the call retried, invisibly to the caller.
 /// * Time is the **Redis server's clock** (`TIME` inside the script), so
 ///   application nodes with skewed clocks share one timeline. With
-///   [`RedisStoreBuilder::client_clock`] the time is sent by the client
+///   [`RedisStoreBuilder::client_clock`](crate::RedisStoreBuilder::client_clock) the time is sent by the client
 ///   instead, for servers that forbid `TIME` and for trace replay.
 /// * Keys are `<prefix><rule>:{<identity>}:<part>` (see [`state_key`](crate::state_key)) and
 ///   every write sets a TTL of the time until the key is empty plus 1 s.

@@ -1,88 +1,13 @@
-//! The limiter's failure handling, deterministic: a store double that can
-//! be told to fail or hang stands in for a remote store (the same behaviour
-//! against real, killed and paused Redis processes is tested in
-//! `slidegate-redis/tests/faults.rs`), time is a `ManualClock` and paused
-//! Tokio time.
+//! The limiter's failure handling, deterministic: the store double in
+//! `support` stands in for a remote store, time is a `ManualClock` and
+//! paused Tokio time.
 
-use std::num::NonZeroU32;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+mod support;
+
 use std::time::Duration;
 
-use slidegate::{
-    BreakerConfig, BreakerState, Decision, Dimension, Error, ErrorKind, FailurePolicy, Limiter, ManualClock,
-    MemoryStore, MultiDecision, Rule, State, Store,
-};
-
-const ANSWER: u8 = 0;
-const FAIL: u8 = 1;
-const HANG: u8 = 2;
-
-/// A "remote" store: decides with a memory store, fails or hangs on demand,
-/// and counts the calls that reach it.
-#[derive(Debug, Clone)]
-struct Remote {
-    state: MemoryStore,
-    mode: Arc<AtomicU8>,
-    calls: Arc<AtomicU64>,
-}
-
-impl Remote {
-    fn new(clock: &ManualClock) -> Remote {
-        Remote {
-            state: MemoryStore::builder().clock(clock.clone()).build(),
-            mode: Arc::new(AtomicU8::new(ANSWER)),
-            calls: Arc::new(AtomicU64::new(0)),
-        }
-    }
-
-    fn set(&self, mode: u8) {
-        self.mode.store(mode, Ordering::SeqCst);
-    }
-
-    fn calls(&self) -> u64 {
-        self.calls.load(Ordering::SeqCst)
-    }
-}
-
-impl Remote {
-    /// Fails or hangs as told, after counting the call.
-    async fn reach(&self) -> Result<(), Error> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        match self.mode.load(Ordering::SeqCst) {
-            FAIL => Err(Error::new(ErrorKind::Unavailable, "connection refused")),
-            HANG => std::future::pending().await,
-            _ => Ok(()),
-        }
-    }
-}
-
-impl Store for Remote {
-    async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
-        self.reach().await?;
-        self.state.check(rule, key, cost).await
-    }
-
-    async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
-        self.reach().await?;
-        self.state.check_all(dimensions, cost).await
-    }
-}
-
-fn rule(limit: u32) -> Rule {
-    Rule::per_second(NonZeroU32::new(limit).unwrap())
-}
-
-fn setup(policy: FailurePolicy) -> (Limiter<Remote>, Remote, ManualClock) {
-    let clock = ManualClock::new(1_000_000);
-    let remote = Remote::new(&clock);
-    let limiter = Limiter::builder(remote.clone())
-        .failure_policy(policy)
-        .breaker(BreakerConfig::default().failure_threshold(3).open_for(Duration::from_millis(100)))
-        .clock(clock.clone())
-        .build();
-    (limiter, remote, clock)
-}
+use slidegate::{BreakerState, ErrorKind, FailurePolicy, Limiter, ManualClock, MemoryStore, State};
+use support::{ANSWER, FAIL, HANG, Remote, rule, setup};
 
 #[tokio::test]
 async fn each_policy_answers_a_failed_store_as_degraded() {
@@ -188,44 +113,6 @@ async fn switched_off_admits_without_the_store_and_charges_nothing() {
 }
 
 #[tokio::test]
-async fn deny_cache_answers_repeated_denials_locally_and_exactly() {
-    let (limiter, remote, clock) = setup(FailurePolicy::FailClosed);
-    let r = rule(3);
-    limiter.check_n(&r, "k", 2).await.expect("admit");
-    clock.advance(Duration::from_millis(400));
-    limiter.check(&r, "k").await.expect("admit");
-    let denied = limiter.check(&r, "k").await.expect("deny");
-    assert_eq!(denied.retry_after, Duration::from_millis(600));
-    let calls = remote.calls();
-
-    clock.advance(Duration::from_millis(100));
-    for _ in 0..50 {
-        let cached = limiter.check(&r, "k").await.expect("cached");
-        assert_eq!((cached.allowed, cached.state), (false, State::Limited));
-        assert_eq!(cached.retry_after, Duration::from_millis(500), "counted down");
-    }
-    assert_eq!(remote.calls(), calls, "denials answered locally");
-    assert!(limiter.check(&r, "other").await.expect("other key").allowed);
-    assert_eq!(remote.calls(), calls + 1, "other keys still ask the store");
-
-    // At exactly retry_after the store admits, and so does the limiter.
-    clock.advance(Duration::from_millis(500));
-    assert!(limiter.check(&r, "k").await.expect("free again").allowed);
-
-    // A changed rule does not hit the old rule's entries.
-    let bigger = rule(10);
-    assert!(limiter.check(&bigger, "k").await.expect("new rule").allowed);
-
-    // Without the cache, every denial is a store call.
-    let plain = Limiter::builder(remote.clone()).no_deny_cache().clock(clock.clone()).build();
-    let before = remote.calls();
-    for _ in 0..5 {
-        plain.check_n(&r, "k", 3).await.expect("deny");
-    }
-    assert_eq!(remote.calls(), before + 5);
-}
-
-#[tokio::test]
 async fn a_memory_store_is_called_directly() {
     let clock = ManualClock::new(0);
     let limiter = Limiter::builder(MemoryStore::builder().clock(clock.clone()).max_keys(1).build())
@@ -276,82 +163,49 @@ async fn batches_use_the_deny_cache_and_degrade_item_by_item() {
     }
 }
 
-#[tokio::test]
-async fn with_a_penalty_only_bans_are_cached() {
-    let (limiter, remote, _) = setup(FailurePolicy::FailClosed);
-    let penalty = slidegate::Penalty::new(Duration::from_secs(60))
-        .and_then(|p| p.ban_after(3, Duration::from_secs(30)))
-        .unwrap();
-    let r = rule(1).with_penalty(penalty).unwrap();
-    assert!(limiter.check(&r, "m").await.expect("admit").allowed);
-    let before = remote.calls();
-    for violations in 1..=2 {
-        let d = limiter.check(&r, "m").await.expect("deny");
-        assert_eq!((d.state, d.violations), (State::Limited, violations), "each denial reaches the store");
-    }
-    let banned = limiter.check(&r, "m").await.expect("ban");
-    assert_eq!(banned.state, State::Banned);
-    assert_eq!(remote.calls(), before + 3);
-    for _ in 0..10 {
-        assert_eq!(limiter.check(&r, "m").await.expect("cached ban").state, State::Banned);
-    }
-    assert_eq!(remote.calls(), before + 3, "the ban is answered locally");
-}
+/// Every degraded decision, breaker transition and deny-cache hit is
+/// recorded through the `metrics` facade.
+#[test]
+fn degraded_decisions_and_transitions_are_counted() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
-mod deny_cache_exactness {
-    use proptest::prelude::*;
-    use proptest::test_runner::FileFailurePersistence;
-
-    use super::*;
-
-    fn any_algorithm() -> impl Strategy<Value = slidegate::Algorithm> {
-        use slidegate::Algorithm;
-        prop_oneof![
-            Just(Algorithm::SlidingLog),
-            (1u16..=8).prop_map(|b| Algorithm::SlidingCounter {
-                buckets: std::num::NonZeroU16::new(b).expect("b >= 1")
-            }),
-            Just(Algorithm::FixedWindow),
-            Just(Algorithm::Gcra),
-        ]
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig {
-            cases: 128,
-            failure_persistence: Some(Box::new(FileFailurePersistence::Direct("tests/regressions/deny_cache.txt"))),
-            ..ProptestConfig::default()
-        })]
-
-        /// With the deny cache, a limiter gives exactly the decisions of the
-        /// store alone, request by request: it never denies what the store
-        /// would admit, and its cached `retry_after` is the store's.
-        #[test]
-        fn the_cache_never_changes_a_decision(
-            algorithm in any_algorithm(),
-            limit in 1u32..=6,
-            window in 8u64..=300,
-            trace in prop::collection::vec((0u64..=60, 1u32..=6, 0usize..2), 1..150),
-        ) {
-            let rule = Rule::new(limit, Duration::from_millis(window))
-                .and_then(|r| r.with_algorithm(algorithm))
-                .expect("valid rule");
-            let clock = ManualClock::new(1_700_000_000_000);
-            let cached = Limiter::builder(Remote::new(&clock)).clock(clock.clone()).build();
-            let alone = MemoryStore::builder().clock(clock.clone()).build();
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-            runtime.block_on(async {
-                for (step, cost, key) in trace {
-                    clock.advance(Duration::from_millis(step));
-                    let cost = cost.min(limit);
-                    let key = ["a", "b"][key];
-                    let got = cached.check_n(&rule, key, cost).await.expect("check");
-                    let want = alone.check_sync(&rule, key, cost).expect("check");
-                    prop_assert_eq!(got.allowed, want.allowed);
-                    prop_assert_eq!(got.retry_after, want.retry_after);
-                }
-                Ok(())
-            })?;
-        }
-    }
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async {
+            let (limiter, remote, _) = setup(FailurePolicy::Fallback);
+            let r = rule(1);
+            assert!(limiter.check(&r, "k").await.expect("admit").allowed);
+            assert!(!limiter.check(&r, "k").await.expect("deny").allowed);
+            assert!(!limiter.check(&r, "k").await.expect("cached").allowed);
+            remote.set(FAIL);
+            for i in 0..10 {
+                limiter.check(&r, &format!("other-{i}")).await.expect("degraded");
+            }
+        });
+    });
+    // One snapshot, read for every assertion.
+    let snapshot: Vec<_> = snapshotter.snapshot().into_vec();
+    let sum = |name: &str, labels: &[(&str, &str)]| -> u64 {
+        snapshot
+            .iter()
+            .filter(|(key, ..)| key.key().name() == name)
+            .filter(|(key, ..)| {
+                labels.iter().all(|(k, v)| key.key().labels().any(|l| l.key() == *k && l.value() == *v))
+            })
+            .map(|(.., value)| match value {
+                DebugValue::Counter(n) => *n,
+                _ => 0,
+            })
+            .sum()
+    };
+    assert_eq!(sum("slidegate_degraded_total", &[("policy", "fallback")]), 10);
+    assert_eq!(sum("slidegate_degraded_total", &[("reason", "unavailable")]), 3, "until the breaker opened");
+    assert_eq!(sum("slidegate_degraded_total", &[("reason", "breaker_open")]), 7);
+    assert_eq!(sum("slidegate_decisions_total", &[("outcome", "degraded")]), 10);
+    assert_eq!(sum("slidegate_decisions_total", &[("outcome", "limited")]), 2);
+    assert_eq!(sum("slidegate_deny_cache_hits_total", &[]), 1);
+    assert_eq!(sum("slidegate_breaker_transitions_total", &[("to", "open")]), 1);
+    assert!(snapshot.iter().any(|(key, ..)| key.key().name() == "slidegate_store_duration_seconds"));
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 // Tokio's Instant, so paused test time times store calls deterministically.
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::Inner;
 use crate::breaker::{Admission, Breaker};
@@ -48,7 +49,10 @@ impl<S: Store> Inner<S> {
         let mut guard = ProbeGuard { breaker: if probe { self.breaker.as_ref() } else { None } };
 
         let started = Instant::now();
-        let result = match tokio::time::timeout(self.deadline, call).await {
+        // A span per store call (free when no subscriber listens): shows the
+        // deadline and whether this call is the breaker's probe.
+        let span = tracing::debug_span!(target: "slidegate", "store_call", deadline = ?self.deadline, probe);
+        let result = match tokio::time::timeout(self.deadline, call).instrument(span).await {
             Ok(result) => result,
             Err(_) => Err(Error::new(
                 ErrorKind::Timeout,
