@@ -1,0 +1,129 @@
+//! Quota headers: the IETF `RateLimit-Policy` / `RateLimit` structured
+//! fields (draft-ietf-httpapi-ratelimit-headers), the legacy
+//! `X-RateLimit-Limit/Remaining/Reset`, and `Retry-After`.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use slidegate::{Decision, MultiDecision, Rule, State};
+
+/// `X-RateLimit-Limit`.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset` (seconds until the quota is full again).
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+/// `RateLimit-Policy` (IETF draft).
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit` (IETF draft).
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `X-RateLimit-Degraded: <policy>`, when enabled: the decision was made by
+/// the failure policy because the store could not be asked.
+pub const X_RATELIMIT_DEGRADED: HeaderName = HeaderName::from_static("x-ratelimit-degraded");
+/// `X-RateLimit-Warning: violations=<n>`: the caller is close to a ban.
+pub const X_RATELIMIT_WARNING: HeaderName = HeaderName::from_static("x-ratelimit-warning");
+
+/// Which header families a response carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Families {
+    pub(crate) ietf: bool,
+    pub(crate) legacy: bool,
+    pub(crate) degraded: bool,
+}
+
+/// Whole seconds, rounded up (a client waiting the rounded-down time would
+/// be refused again).
+pub(crate) fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// The policy name of a rule in `RateLimit` headers: its name, or its
+/// parameters for an unnamed rule.
+fn policy_name(rule: &Rule) -> String {
+    rule.state_name().into_owned()
+}
+
+fn value(text: &str) -> Option<HeaderValue> {
+    HeaderValue::from_str(text).ok()
+}
+
+/// Adds the quota headers of `multi` (one decision per rule in `rules`).
+pub(crate) fn add_quota_headers(headers: &mut HeaderMap, rules: &[&Rule], multi: &MultiDecision, families: Families) {
+    if families.ietf && !rules.is_empty() {
+        let (mut policy, mut current) = (String::new(), String::new());
+        for (rule, decision) in rules.iter().zip(&multi.decisions) {
+            let name = policy_name(rule);
+            let sep = if policy.is_empty() { "" } else { ", " };
+            let _ = write!(policy, "{sep}\"{name}\";q={};w={}", rule.limit(), ceil_secs(rule.window()));
+            let _ = write!(current, "{sep}\"{name}\";r={};t={}", decision.remaining, ceil_secs(decision.reset_after));
+        }
+        if let (Some(policy), Some(current)) = (value(&policy), value(&current)) {
+            headers.insert(RATELIMIT_POLICY, policy);
+            headers.insert(RATELIMIT, current);
+        }
+    }
+    if families.legacy
+        && let Some(binding) = multi.binding()
+    {
+        headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(binding.limit));
+        headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(binding.remaining));
+        headers.insert(X_RATELIMIT_RESET, HeaderValue::from(ceil_secs(binding.reset_after)));
+    }
+    if families.degraded && multi.decisions.iter().any(|d| d.state == State::Degraded) {
+        headers.insert(X_RATELIMIT_DEGRADED, HeaderValue::from_static("1"));
+    }
+    if let Some(warned) = multi.decisions.iter().filter(|d| d.state == State::Warned).map(|d| d.violations).max()
+        && let Some(v) = value(&format!("violations={warned}"))
+    {
+        headers.insert(X_RATELIMIT_WARNING, v);
+    }
+}
+
+/// `Retry-After` of a denial: whole seconds, rounded up, at least 1.
+pub(crate) fn retry_after(decision_retry: Duration) -> HeaderValue {
+    HeaderValue::from(ceil_secs(decision_retry).max(1))
+}
+
+/// The decision that binds a denied request (longest `retry_after`).
+pub(crate) fn binding_denial(multi: &MultiDecision) -> Option<&Decision> {
+    multi.decisions.iter().filter(|d| !d.allowed).max_by_key(|d| d.retry_after)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU32;
+
+    use super::*;
+
+    #[test]
+    fn rounds_up() {
+        assert_eq!(ceil_secs(Duration::from_millis(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_secs(3)), 3);
+        assert_eq!(ceil_secs(Duration::from_millis(3001)), 4);
+        assert_eq!(retry_after(Duration::ZERO), HeaderValue::from(1u64));
+    }
+
+    #[test]
+    fn writes_every_family() {
+        let a = Rule::per_minute(NonZeroU32::new(100).unwrap()).named("api").unwrap();
+        let b = Rule::per_second(NonZeroU32::new(5).unwrap());
+        let multi = MultiDecision::from_decisions(vec![
+            Decision::allowed(100, 42, Duration::from_millis(59_500)),
+            Decision::allowed(5, 1, Duration::from_millis(200)),
+        ]);
+        let mut headers = HeaderMap::new();
+        let families = Families { ietf: true, legacy: true, degraded: true };
+        add_quota_headers(&mut headers, &[&a, &b], &multi, families);
+        assert_eq!(headers[RATELIMIT_POLICY], r#""api";q=100;w=60, "5-1000";q=5;w=1"#);
+        assert_eq!(headers[RATELIMIT], r#""api";r=42;t=60, "5-1000";r=1;t=1"#);
+        assert_eq!(headers[X_RATELIMIT_LIMIT], "5", "the binding (least remaining) rule");
+        assert_eq!(headers[X_RATELIMIT_REMAINING], "1");
+        assert_eq!(headers[X_RATELIMIT_RESET], "1");
+        assert!(!headers.contains_key(X_RATELIMIT_DEGRADED));
+
+        let mut none = HeaderMap::new();
+        add_quota_headers(&mut none, &[&a, &b], &multi, Families { ietf: false, legacy: false, degraded: false });
+        assert!(none.is_empty());
+    }
+}

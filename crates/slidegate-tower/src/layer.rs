@@ -1,0 +1,219 @@
+//! [`RateLimitLayer`]: what to limit, by which keys, and how to answer.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use http::StatusCode;
+use http::request::Parts;
+use slidegate::{Limiter, Rule, Store};
+use tower_layer::Layer;
+
+use crate::headers::Families;
+use crate::key::KeyExtractor;
+use crate::service::RateLimit;
+
+/// What a rule does with a request whose key cannot be extracted (no peer
+/// address, a missing header or extension).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MissingKey {
+    /// Count the request against one shared key for all unidentified
+    /// requests (the default, `"unidentified"`): still limited, never free.
+    Shared(Cow<'static, str>),
+    /// Do not apply this rule to the request (e.g. a per-user rule on
+    /// anonymous traffic that another rule already limits).
+    Skip,
+    /// Answer `400 Bad Request` without calling the service.
+    Reject,
+}
+
+impl Default for MissingKey {
+    fn default() -> Self {
+        MissingKey::Shared(Cow::Borrowed("unidentified"))
+    }
+}
+
+/// One rule of a layer: the rule, whose key it limits, and what to do when
+/// the key is missing.
+#[derive(Clone)]
+pub(crate) struct Dimension {
+    pub(crate) rule: Rule,
+    pub(crate) key: Arc<dyn KeyExtractor>,
+    pub(crate) missing: MissingKey,
+}
+
+/// The per-request cost function.
+pub(crate) type CostFn = Arc<dyn Fn(&Parts) -> u32 + Send + Sync>;
+
+pub(crate) struct Config<S> {
+    pub(crate) limiter: Limiter<S>,
+    pub(crate) dimensions: Vec<Dimension>,
+    pub(crate) families: Families,
+    pub(crate) message: Cow<'static, str>,
+    pub(crate) ban_status: StatusCode,
+    pub(crate) grpc: bool,
+    pub(crate) cost: Option<CostFn>,
+}
+
+impl<S> Clone for Config<S> {
+    fn clone(&self) -> Self {
+        Config {
+            limiter: self.limiter.clone(),
+            dimensions: self.dimensions.clone(),
+            families: self.families,
+            message: self.message.clone(),
+            ban_status: self.ban_status,
+            grpc: self.grpc,
+            cost: self.cost.clone(),
+        }
+    }
+}
+
+/// A tower [`Layer`] that rate limits every request with a
+/// [`Limiter`]: each request is checked against all the layer's rules at
+/// once (admitted only if all admit, and then all are charged).
+///
+/// * Limited → `429 Too Many Requests` with `Retry-After` (seconds, rounded
+///   up), the quota headers and a body — plain text, or JSON when the
+///   client `Accept`s it — without calling the inner service. A ban answers
+///   429 too, or [`ban_status`](Self::ban_status).
+/// * Allowed → the inner service's response, with the quota headers.
+/// * Headers: the IETF `RateLimit-Policy` / `RateLimit` fields and the legacy
+///   `X-RateLimit-Limit/Remaining/Reset`, each switchable;
+///   `X-RateLimit-Warning` when a penalty warns; `X-RateLimit-Degraded` only
+///   when [enabled](Self::degraded_header).
+/// * Never an error of its own: "limited" is a response, and the inner
+///   service's readiness and errors pass through untouched. A failing store
+///   is the limiter's [`FailurePolicy`](slidegate::FailurePolicy)'s business.
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use axum::{Router, routing::get};
+/// use slidegate::{Limiter, Rule};
+/// use slidegate_tower::{ClientIp, Global, RateLimitLayer};
+///
+/// let per_ip = Rule::per_second(NonZeroU32::new(10).unwrap()).named("per-ip").unwrap();
+/// let global = Rule::per_second(NonZeroU32::new(1000).unwrap()).named("global").unwrap();
+/// let app: Router = Router::new()
+///     .route("/", get(|| async { "hello" }))
+///     .layer(
+///         RateLimitLayer::new(Limiter::in_memory())
+///             .rule(per_ip, ClientIp::trusting(["10.0.0.0/8"]).unwrap())
+///             .rule(global, Global)
+///             .message("slow down"),
+///     );
+/// ```
+pub struct RateLimitLayer<S> {
+    config: Arc<Config<S>>,
+}
+
+impl<S> Clone for RateLimitLayer<S> {
+    fn clone(&self) -> Self {
+        RateLimitLayer { config: Arc::clone(&self.config) }
+    }
+}
+
+impl<S> fmt::Debug for RateLimitLayer<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rules: Vec<String> = self.config.dimensions.iter().map(|d| d.rule.to_string()).collect();
+        f.debug_struct("RateLimitLayer")
+            .field("rules", &rules)
+            .field("headers", &self.config.families)
+            .field("ban_status", &self.config.ban_status)
+            .field("grpc", &self.config.grpc)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Store> RateLimitLayer<S> {
+    /// A layer deciding with `limiter`, with no rules yet (add them with
+    /// [`rule`](Self::rule); a layer without rules limits nothing).
+    pub fn new(limiter: Limiter<S>) -> Self {
+        RateLimitLayer {
+            config: Arc::new(Config {
+                limiter,
+                dimensions: Vec::new(),
+                families: Families { ietf: true, legacy: true, degraded: false },
+                message: Cow::Borrowed("Too Many Requests"),
+                ban_status: StatusCode::TOO_MANY_REQUESTS,
+                grpc: false,
+                cost: None,
+            }),
+        }
+    }
+
+    fn edit(mut self, change: impl FnOnce(&mut Config<S>)) -> Self {
+        change(Arc::make_mut(&mut self.config));
+        self
+    }
+
+    /// Limits each request's key under `rule`; a request whose key is
+    /// missing counts against a shared `"unidentified"` key (see
+    /// [`rule_or`](Self::rule_or)).
+    pub fn rule(self, rule: Rule, key: impl KeyExtractor) -> Self {
+        self.rule_or(rule, key, MissingKey::default())
+    }
+
+    /// Like [`rule`](Self::rule), with an explicit outcome for requests
+    /// whose key is missing.
+    pub fn rule_or(self, rule: Rule, key: impl KeyExtractor, missing: MissingKey) -> Self {
+        self.edit(|c| c.dimensions.push(Dimension { rule, key: Arc::new(key), missing }))
+    }
+
+    /// The body of a limited response (default `Too Many Requests`).
+    pub fn message(self, message: impl Into<Cow<'static, str>>) -> Self {
+        let message = message.into();
+        self.edit(|c| c.message = message)
+    }
+
+    /// Whether responses carry `RateLimit-Policy` and `RateLimit` (default on).
+    pub fn ietf_headers(self, on: bool) -> Self {
+        self.edit(|c| c.families.ietf = on)
+    }
+
+    /// Whether responses carry `X-RateLimit-Limit/Remaining/Reset` (default on).
+    pub fn legacy_headers(self, on: bool) -> Self {
+        self.edit(|c| c.families.legacy = on)
+    }
+
+    /// Whether responses decided by the failure policy say so in
+    /// `X-RateLimit-Degraded: 1` (default off: clients need not know).
+    pub fn degraded_header(self, on: bool) -> Self {
+        self.edit(|c| c.families.degraded = on)
+    }
+
+    /// The status of a request denied by a ban (default 429; 403 is common).
+    pub fn ban_status(self, status: StatusCode) -> Self {
+        self.edit(|c| c.ban_status = status)
+    }
+
+    /// The weight of each request (default 1), e.g. by route or body size.
+    /// A cost above a rule's limit can never be admitted: such requests are
+    /// answered 429 without `Retry-After`.
+    pub fn cost(self, cost: impl Fn(&Parts) -> u32 + Send + Sync + 'static) -> Self {
+        self.edit(|c| c.cost = Some(Arc::new(cost)))
+    }
+
+    /// Answer limited requests the gRPC way (feature `tonic`): HTTP 200 with
+    /// `grpc-status: RESOURCE_EXHAUSTED` (`PERMISSION_DENIED` for a ban with
+    /// a 403 [`ban_status`](Self::ban_status)) and a `google.rpc.RetryInfo`
+    /// detail carrying `retry_after`.
+    #[cfg(feature = "tonic")]
+    pub fn grpc(self) -> Self {
+        self.edit(|c| c.grpc = true)
+    }
+
+    /// The limiter this layer decides with (e.g. to switch limiting off).
+    pub fn limiter(&self) -> &Limiter<S> {
+        &self.config.limiter
+    }
+}
+
+impl<T, S> Layer<T> for RateLimitLayer<S> {
+    type Service = RateLimit<T, S>;
+
+    fn layer(&self, inner: T) -> Self::Service {
+        RateLimit::new(inner, Arc::clone(&self.config))
+    }
+}

@@ -1,0 +1,46 @@
+//! Tower middleware for slidegate: put a [`RateLimitLayer`] in front of an
+//! axum router, a tonic server or any `tower::Service` over `http` requests.
+//!
+//! * Several rules per request — e.g. global, per client IP, per user —
+//!   checked at once: admitted only if all admit, then all charged.
+//! * Keys from a [`KeyExtractor`]: [`Global`], [`PeerIp`], [`ClientIp`]
+//!   (proxy headers believed only from trusted proxies), [`Header`],
+//!   [`Path`], `MatchedPath` (feature `axum`), [`FromExtension`] (e.g. the
+//!   authenticated user), or any closure over the request head.
+//! * Limited requests get a response, not an error: `429` with
+//!   `Retry-After`, the IETF `RateLimit-Policy` / `RateLimit` headers and the
+//!   legacy `X-RateLimit-*` ones; gRPC gets `RESOURCE_EXHAUSTED` with
+//!   `RetryInfo` (feature `tonic`).
+//!
+//! ```
+//! use std::num::NonZeroU32;
+//! use axum::{Router, routing::get};
+//! use slidegate::{Limiter, Rule};
+//! use slidegate_tower::{PeerIp, RateLimitLayer};
+//!
+//! let rule = Rule::per_minute(NonZeroU32::new(60).unwrap()).named("per-ip").unwrap();
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::new(Limiter::in_memory()).rule(rule, PeerIp));
+//! // Serve with `app.into_make_service_with_connect_info::<std::net::SocketAddr>()`
+//! // so `PeerIp` sees the peer address.
+//! ```
+//!
+//! Per-route limits: add a layer to a route (`.route("/login", post(login).layer(…))`)
+//! or a nested router.
+
+mod client_ip;
+mod future;
+pub mod headers;
+mod key;
+mod layer;
+mod response;
+mod service;
+
+pub use future::ResponseFuture;
+#[cfg(feature = "axum")]
+pub use key::MatchedPath;
+pub use key::{ClientIp, FromExtension, Global, Header, KeyExtractor, Path, PeerIp, peer_addr};
+pub use layer::{MissingKey, RateLimitLayer};
+pub use response::LimitedBody;
+pub use service::RateLimit;

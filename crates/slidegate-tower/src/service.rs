@@ -1,0 +1,146 @@
+//! [`RateLimit`]: the service a [`RateLimitLayer`](crate::RateLimitLayer) wraps around yours.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::request::Parts;
+use http::{Request, Response};
+use slidegate::{Decision, MultiDecision, Rule, State, Store};
+use tower_service::Service;
+
+use crate::future::ResponseFuture;
+use crate::headers::{add_quota_headers, binding_denial};
+use crate::layer::{Config, MissingKey};
+use crate::response::{LimitedBody, limited, unidentified};
+
+/// Rate limits the requests of an inner service (see
+/// [`RateLimitLayer`](crate::RateLimitLayer)).
+pub struct RateLimit<T, S> {
+    inner: T,
+    config: Arc<Config<S>>,
+}
+
+impl<T: Clone, S> Clone for RateLimit<T, S> {
+    fn clone(&self) -> Self {
+        RateLimit { inner: self.inner.clone(), config: Arc::clone(&self.config) }
+    }
+}
+
+impl<T: fmt::Debug, S> fmt::Debug for RateLimit<T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit").field("inner", &self.inner).finish_non_exhaustive()
+    }
+}
+
+impl<T, S> RateLimit<T, S> {
+    pub(crate) fn new(inner: T, config: Arc<Config<S>>) -> Self {
+        RateLimit { inner, config }
+    }
+}
+
+/// The keys of a request, one per rule that applies.
+enum Keys {
+    Checked(Vec<(usize, String)>),
+    Rejected,
+}
+
+fn keys_of<S>(config: &Config<S>, parts: &Parts) -> Keys {
+    let mut keys = Vec::with_capacity(config.dimensions.len());
+    for (i, dimension) in config.dimensions.iter().enumerate() {
+        match dimension.key.extract(parts) {
+            Some(key) if !key.is_empty() => keys.push((i, key)),
+            _ => match &dimension.missing {
+                MissingKey::Shared(shared) => keys.push((i, shared.to_string())),
+                MissingKey::Skip => {}
+                MissingKey::Reject => return Keys::Rejected,
+            },
+        }
+    }
+    Keys::Checked(keys)
+}
+
+impl<T, S, ReqB, ResB> Service<Request<ReqB>> for RateLimit<T, S>
+where
+    T: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    T::Future: Send,
+    T::Error: Send,
+    S: Store,
+    ReqB: Send + 'static,
+    ResB: LimitedBody + Send + 'static,
+{
+    type Response = Response<ResB>;
+    type Error = T::Error;
+    type Future = ResponseFuture<Response<ResB>, T::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        // The ready service goes into the future; a clone stays for the next
+        // `poll_ready` (tower's usual pattern for moving a service into a future).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let config = Arc::clone(&self.config);
+        let (parts, body) = request.into_parts();
+        let keys = keys_of(&config, &parts);
+        let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
+        let request_headers = parts.headers.clone();
+        let request = Request::from_parts(parts, body);
+
+        ResponseFuture::new(async move {
+            let keys = match keys {
+                Keys::Checked(keys) => keys,
+                Keys::Rejected => return Ok(unidentified()),
+            };
+            if keys.is_empty() {
+                return inner.call(request).await;
+            }
+            let rules: Vec<&Rule> = keys.iter().map(|(i, _)| &config.dimensions[*i].rule).collect();
+            let dimensions: Vec<(&Rule, &str)> =
+                rules.iter().zip(&keys).map(|(rule, (_, key))| (*rule, key.as_str())).collect();
+            let multi = match config.limiter.check_all_n(&dimensions, cost).await {
+                Ok(multi) => multi,
+                Err(error) => {
+                    // Only invalid input reaches here: a cost no rule can admit.
+                    tracing::warn!(target: "slidegate", %error, "request cannot be admitted");
+                    let never = Decision::limited(rules[0].limit(), 0, std::time::Duration::ZERO, Default::default());
+                    let mut response: Response<ResB> =
+                        limited(&never, &config.message, config.ban_status, &request_headers);
+                    response.headers_mut().remove(http::header::RETRY_AFTER);
+                    return Ok(response);
+                }
+            };
+            if multi.allowed {
+                let mut response = inner.call(request).await?;
+                add_quota_headers(response.headers_mut(), &rules, &multi, config.families);
+                return Ok(response);
+            }
+            Ok(denied(&config, &rules, &multi, &request_headers))
+        })
+    }
+}
+
+fn denied<S, B: LimitedBody>(
+    config: &Config<S>,
+    rules: &[&Rule],
+    multi: &MultiDecision,
+    request_headers: &http::HeaderMap,
+) -> Response<B> {
+    let Some(denial) = binding_denial(multi) else {
+        return limited(&Decision::limited(0, 0, Default::default(), Default::default()), &config.message, config.ban_status, request_headers);
+    };
+    #[cfg(feature = "tonic")]
+    if config.grpc {
+        let mut response = crate::response::limited_grpc(denial, &config.message, config.ban_status);
+        add_quota_headers(response.headers_mut(), rules, multi, config.families);
+        return response;
+    }
+    let mut response = limited(denial, &config.message, config.ban_status, request_headers);
+    add_quota_headers(response.headers_mut(), rules, multi, config.families);
+    if denial.state == State::Banned {
+        tracing::debug!(target: "slidegate", retry_after = ?denial.retry_after, "banned request");
+    }
+    response
+}
