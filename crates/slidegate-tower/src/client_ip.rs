@@ -121,7 +121,11 @@ mod tests {
     #[test]
     fn untrusted_peers_cannot_spoof() {
         let trusted = TrustedProxies::parse(["10.0.0.0/8"]).unwrap();
-        let spoof = headers(&[("x-forwarded-for", "1.2.3.4"), ("forwarded", "for=5.6.7.8"), ("x-real-ip", "9.9.9.9")]);
+        let spoof = headers(&[
+            ("x-forwarded-for", "1.2.3.4"),
+            ("forwarded", "for=5.6.7.8"),
+            ("x-real-ip", "9.9.9.9"),
+        ]);
         assert_eq!(client_ip(ip("203.0.113.9"), &spoof, &trusted), ip("203.0.113.9"));
         // Prepending a fake hop before a trusted proxy does not help either.
         let chain = headers(&[("x-forwarded-for", "1.2.3.4, 203.0.113.9")]);
@@ -131,15 +135,24 @@ mod tests {
     #[test]
     fn walks_back_through_trusted_hops() {
         let trusted = TrustedProxies::parse(["10.0.0.0/8", "192.0.2.10"]).unwrap();
-        let chain = headers(&[("x-forwarded-for", "198.51.100.1, 192.0.2.10"), ("x-forwarded-for", "10.1.2.3")]);
+        let chain =
+            headers(&[("x-forwarded-for", "198.51.100.1, 192.0.2.10"), ("x-forwarded-for", "10.1.2.3")]);
         assert_eq!(client_ip(ip("10.0.0.1"), &chain, &trusted), ip("198.51.100.1"));
         let forwarded = headers(&[("forwarded", r#"for="[2001:db8::17]:4711";proto=https, for=10.0.0.7"#)]);
         assert_eq!(client_ip(ip("10.0.0.1"), &forwarded, &trusted), ip("2001:db8::17"));
         let real = headers(&[("x-real-ip", "198.51.100.2")]);
         assert_eq!(client_ip(ip("10.0.0.1"), &real, &trusted), ip("198.51.100.2"));
-        assert_eq!(client_ip(ip("10.0.0.1"), &HeaderMap::new(), &trusted), ip("10.0.0.1"), "no headers: the peer");
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &HeaderMap::new(), &trusted),
+            ip("10.0.0.1"),
+            "no headers: the peer"
+        );
         let unknown = headers(&[("forwarded", "for=unknown, for=10.0.0.9")]);
-        assert_eq!(client_ip(ip("10.0.0.1"), &unknown, &trusted), ip("10.0.0.9"), "stops at an unparsable hop");
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &unknown, &trusted),
+            ip("10.0.0.9"),
+            "stops at an unparsable hop"
+        );
         let mapped = headers(&[("x-forwarded-for", "::ffff:198.51.100.3")]);
         assert_eq!(client_ip(ip("10.0.0.1"), &mapped, &trusted), ip("198.51.100.3"));
     }

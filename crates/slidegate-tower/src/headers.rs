@@ -49,14 +49,24 @@ fn value(text: &str) -> Option<HeaderValue> {
 }
 
 /// Adds the quota headers of `multi` (one decision per rule in `rules`).
-pub(crate) fn add_quota_headers(headers: &mut HeaderMap, rules: &[&Rule], multi: &MultiDecision, families: Families) {
+pub(crate) fn add_quota_headers(
+    headers: &mut HeaderMap,
+    rules: &[&Rule],
+    multi: &MultiDecision,
+    families: Families,
+) {
     if families.ietf && !rules.is_empty() {
         let (mut policy, mut current) = (String::new(), String::new());
         for (rule, decision) in rules.iter().zip(&multi.decisions) {
             let name = policy_name(rule);
             let sep = if policy.is_empty() { "" } else { ", " };
             let _ = write!(policy, "{sep}\"{name}\";q={};w={}", rule.limit(), ceil_secs(rule.window()));
-            let _ = write!(current, "{sep}\"{name}\";r={};t={}", decision.remaining, ceil_secs(decision.reset_after));
+            let _ = write!(
+                current,
+                "{sep}\"{name}\";r={};t={}",
+                decision.remaining,
+                ceil_secs(decision.reset_after)
+            );
         }
         if let (Some(policy), Some(current)) = (value(&policy), value(&current)) {
             headers.insert(RATELIMIT_POLICY, policy);
@@ -73,7 +83,8 @@ pub(crate) fn add_quota_headers(headers: &mut HeaderMap, rules: &[&Rule], multi:
     if families.degraded && multi.decisions.iter().any(|d| d.state == State::Degraded) {
         headers.insert(X_RATELIMIT_DEGRADED, HeaderValue::from_static("1"));
     }
-    if let Some(warned) = multi.decisions.iter().filter(|d| d.state == State::Warned).map(|d| d.violations).max()
+    if let Some(warned) =
+        multi.decisions.iter().filter(|d| d.state == State::Warned).map(|d| d.violations).max()
         && let Some(v) = value(&format!("violations={warned}"))
     {
         headers.insert(X_RATELIMIT_WARNING, v);
@@ -123,7 +134,12 @@ mod tests {
         assert!(!headers.contains_key(X_RATELIMIT_DEGRADED));
 
         let mut none = HeaderMap::new();
-        add_quota_headers(&mut none, &[&a, &b], &multi, Families { ietf: false, legacy: false, degraded: false });
+        add_quota_headers(
+            &mut none,
+            &[&a, &b],
+            &multi,
+            Families { ietf: false, legacy: false, degraded: false },
+        );
         assert!(none.is_empty());
     }
 }

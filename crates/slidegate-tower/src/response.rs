@@ -114,7 +114,11 @@ pub(crate) fn limited<B: LimitedBody>(
 /// `PERMISSION_DENIED` for a ban answered with 403), with
 /// `google.rpc.RetryInfo` carrying `retry_after`.
 #[cfg(feature = "tonic")]
-pub(crate) fn limited_grpc<B: LimitedBody>(denial: &Decision, message: &str, ban_status: StatusCode) -> Response<B> {
+pub(crate) fn limited_grpc<B: LimitedBody>(
+    denial: &Decision,
+    message: &str,
+    ban_status: StatusCode,
+) -> Response<B> {
     use tonic_types::{ErrorDetails, StatusExt};
 
     let code = if denial.state == State::Banned && ban_status == StatusCode::FORBIDDEN {

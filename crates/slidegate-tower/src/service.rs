@@ -105,7 +105,8 @@ where
                 Err(error) => {
                     // Only invalid input reaches here: a cost no rule can admit.
                     tracing::warn!(target: "slidegate", %error, "request cannot be admitted");
-                    let never = Decision::limited(rules[0].limit(), 0, std::time::Duration::ZERO, Default::default());
+                    let never =
+                        Decision::limited(rules[0].limit(), 0, std::time::Duration::ZERO, Default::default());
                     let mut response: Response<ResB> =
                         limited(&never, &config.message, config.ban_status, &request_headers);
                     response.headers_mut().remove(http::header::RETRY_AFTER);
@@ -129,7 +130,12 @@ fn denied<S, B: LimitedBody>(
     request_headers: &http::HeaderMap,
 ) -> Response<B> {
     let Some(denial) = binding_denial(multi) else {
-        return limited(&Decision::limited(0, 0, Default::default(), Default::default()), &config.message, config.ban_status, request_headers);
+        return limited(
+            &Decision::limited(0, 0, Default::default(), Default::default()),
+            &config.message,
+            config.ban_status,
+            request_headers,
+        );
     };
     #[cfg(feature = "tonic")]
     if config.grpc {
