@@ -1,5 +1,6 @@
 //! gRPC: a limited call is `RESOURCE_EXHAUSTED` with `google.rpc.RetryInfo`
 //! (and a ban answered 403 is `PERMISSION_DENIED`), as tonic clients read it.
+#![cfg(feature = "tonic")] // run by scripts/test with --all-features
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -1,6 +1,7 @@
 //! The layer in an axum `Router`, driven with `oneshot` (no socket): every
 //! status and header against the decision behind it, keys and proxies,
 //! missing keys, and pass-through of the inner service.
+#![cfg(feature = "axum")] // run by scripts/test with --all-features
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

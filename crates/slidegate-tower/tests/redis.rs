@@ -1,6 +1,7 @@
 //! The layer on a real Redis: concurrent requests admit exactly the limit,
 //! and a dead Redis is answered by the failure policy, visible in a header
 //! only when enabled.
+#![cfg(feature = "axum")] // run by scripts/test with --all-features
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
