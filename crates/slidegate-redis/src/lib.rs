@@ -40,8 +40,3 @@ pub use cluster::{DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
 pub use keys::{penalty_keys, state_key};
 pub use store::RedisStore;
 pub use url::redact_url;
-
-/// The README's Rust examples, compiled as doctests so they cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;

@@ -44,3 +44,9 @@ pub use key::{ClientIp, FromExtension, Global, Header, KeyExtractor, Path, PeerI
 pub use layer::{MissingKey, RateLimitLayer};
 pub use response::LimitedBody;
 pub use service::RateLimit;
+
+/// The README's Rust examples, compiled as doctests so they cannot rot
+/// (here, where the core, Redis store and layer are all at hand).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
