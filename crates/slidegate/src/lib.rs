@@ -19,8 +19,10 @@
 //! * [`Clock`] with [`SystemClock`] and the test-friendly [`ManualClock`];
 //! * [`Error`] with an [`ErrorKind`] and [`Error::is_transient`];
 //! * [`telemetry`] — the metrics recorded through the `metrics` facade;
-//! * [`RateLimited`] and [`RateLimitKey`] — the denial and the key of
-//!   limits applied to whole functions (the `#[rate_limit]` attribute).
+//! * `#[rate_limit]` (feature `macros`) — an attribute that guards an
+//!   `async fn` with a limiter, returning [`RateLimited`] through the
+//!   function's own error type when over the limit; [`RateLimitKey`] says
+//!   what its `key` accepts.
 //!
 //! ```
 //! use std::num::NonZeroU32;
@@ -80,6 +82,14 @@ pub use penalty::{MAX_VIOLATIONS, Penalty, PenaltyState};
 pub use rate_limited::RateLimited;
 pub use rule::{Algorithm, DEFAULT_BUCKETS, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_NAME_LEN, MAX_WINDOW, Rule};
 pub use store::{BatchItem, Store};
+
+/// Guards an `async fn` with a limiter: `#[rate_limit(limiter = …, limit = 5,
+/// window = "1m", key = user_id)]`. Over the limit, the function returns
+/// `Err(RateLimited.into())` without running its body.
+///
+/// See the [`slidegate-macros`](slidegate_macros) crate for every argument.
+#[cfg(feature = "macros")]
+pub use slidegate_macros::rate_limit;
 
 /// Used by the code `#[rate_limit]` generates; not a public API.
 #[doc(hidden)]
