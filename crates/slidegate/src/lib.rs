@@ -18,7 +18,11 @@
 //!   a ceiling, from injectable [`Signals`];
 //! * [`Clock`] with [`SystemClock`] and the test-friendly [`ManualClock`];
 //! * [`Error`] with an [`ErrorKind`] and [`Error::is_transient`];
-//! * [`telemetry`] — the metrics recorded through the `metrics` facade.
+//! * [`telemetry`] — the metrics recorded through the `metrics` facade;
+//! * `#[rate_limit]` (feature `macros`) — an attribute that guards an
+//!   `async fn` with a limiter, returning [`RateLimited`] through the
+//!   function's own error type when over the limit; [`RateLimitKey`] says
+//!   what its `key` accepts.
 //!
 //! ```
 //! use std::num::NonZeroU32;
@@ -51,10 +55,13 @@ mod deny_cache;
 mod error;
 mod failure;
 mod identity;
+mod key;
 mod limiter;
+mod macro_support;
 mod memory;
 mod multi;
 mod penalty;
+mod rate_limited;
 mod rule;
 mod store;
 pub mod telemetry;
@@ -67,9 +74,25 @@ pub use deny_cache::DEFAULT_DENY_CACHE_CAPACITY;
 pub use error::{Error, ErrorKind};
 pub use failure::FailurePolicy;
 pub use identity::{MAX_IDENTITY_LEN, encode_identity, validate_cost};
+pub use key::RateLimitKey;
 pub use limiter::{DEFAULT_DEADLINE, DEFAULT_FALLBACK_KEYS, Limiter, LimiterBuilder};
 pub use memory::{DEFAULT_MAX_KEYS, MemoryStore, MemoryStoreBuilder};
 pub use multi::{Dimension, MAX_DIMENSIONS, MultiDecision, validate_dimensions};
 pub use penalty::{MAX_VIOLATIONS, Penalty, PenaltyState};
+pub use rate_limited::RateLimited;
 pub use rule::{Algorithm, DEFAULT_BUCKETS, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_NAME_LEN, MAX_WINDOW, Rule};
 pub use store::{BatchItem, Store};
+
+/// Guards an `async fn` with a limiter: `#[rate_limit(limiter = …, limit = 5,
+/// window = "1m", key = user_id)]`. Over the limit, the function returns
+/// `Err(RateLimited.into())` without running its body.
+///
+/// See the [`slidegate-macros`](slidegate_macros) crate for every argument.
+#[cfg(feature = "macros")]
+pub use slidegate_macros::rate_limit;
+
+/// Used by the code `#[rate_limit]` generates; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::macro_support::{RuleCell, RuleName, RuleSpec, check};
+}
