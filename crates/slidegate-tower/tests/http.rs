@@ -263,3 +263,30 @@ async fn weighted_requests_and_impossible_costs() {
     assert_eq!(never.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(header(&never, "retry-after"), None, "waiting would not help");
 }
+
+/// Plain hyper services answer with `Full<Bytes>` bodies (or any
+/// [`LimitedBody`](slidegate_tower::LimitedBody)); the layer works on them too.
+#[tokio::test]
+async fn plain_http_services_with_full_bodies() {
+    use bytes::Bytes;
+    use http_body_util::Full;
+
+    let clock = ManualClock::new(0);
+    let hello = tower::service_fn(|_: Request<Full<Bytes>>| async {
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
+    });
+    let mut service = tower::ServiceBuilder::new()
+        .layer(RateLimitLayer::new(limiter(&clock)).rule(rule(1, "hyper"), PeerIp))
+        .service(hello);
+    let call = || {
+        let mut request = Request::get("/").body(Full::new(Bytes::new())).unwrap();
+        request.extensions_mut().insert("192.0.2.1:1".parse::<SocketAddr>().unwrap());
+        request
+    };
+    let ok = service.ready().await.unwrap().call(call()).await.unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    let limited = service.ready().await.unwrap().call(call()).await.unwrap();
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body = limited.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"Too Many Requests\n");
+}
