@@ -35,6 +35,8 @@ impl Latency {
     }
 }
 
+use crate::redis_stats::RedisStats;
+
 /// The outcome of one benchmark run; serialised as-is by `--json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BenchReport {
@@ -87,6 +89,10 @@ pub struct BenchReport {
     pub latency_us: Latency,
     /// The first error's message, if any check failed.
     pub first_error: Option<String>,
+    /// The baseline run instead of slidegate (`naive-zset`), if any.
+    pub baseline: Option<String>,
+    /// The Redis server's figures, with `--redis-stats`.
+    pub redis: Option<RedisStats>,
 }
 
 /// Decisions per second, 0 when nothing could be timed.
@@ -128,6 +134,20 @@ impl BenchReport {
         ];
         for (name, value) in rows {
             let _ = writeln!(out, "  {name:<13} {value}");
+        }
+        if let Some(baseline) = &self.baseline {
+            let _ = writeln!(out, "  {:<13} {baseline} (not slidegate's script)", "baseline");
+        }
+        if let Some(redis) = &self.redis {
+            let _ = writeln!(
+                out,
+                "  {:<13} {:.2} µs per EVALSHA ({} calls); {:.0} bytes per key ({} keys sampled)",
+                "redis side",
+                redis.usec_per_call,
+                redis.evalsha_calls,
+                redis.memory_per_key,
+                redis.keys_sampled
+            );
         }
         if let Some(error) = &self.first_error {
             let _ = writeln!(out, "  first error   {error}");

@@ -69,6 +69,14 @@ pub struct ReplayArgs {
     pub timeout: Duration,
 }
 
+/// A baseline for `bench --baseline`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Baseline {
+    /// ZREMRANGEBYSCORE + ZCARD + ZADD(ts, ts-random) + EXPIRE with the
+    /// client's clock: the script people copy from blog posts.
+    NaiveZset,
+}
+
 /// Which traffic `simulate` generates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PatternArg {
@@ -230,6 +238,19 @@ pub struct BenchArgs {
     /// Print one JSON object instead of the human summary (no progress bar).
     #[arg(long)]
     pub json: bool,
+
+    /// Instead of slidegate's script, run this baseline through the same
+    /// client stack (needs a standalone `redis://` store): `naive-zset` is
+    /// the ZSET sliding window of the source articles.
+    #[arg(long, value_enum)]
+    pub baseline: Option<Baseline>,
+
+    /// Also report the Redis server's side: CPU per script call (`INFO
+    /// commandstats`, reset with `CONFIG RESETSTAT` before the run — use a
+    /// server of your own) and `MEMORY USAGE` of a sample of the run's keys.
+    /// Standalone `redis://` stores only.
+    #[arg(long)]
+    pub redis_stats: bool,
 }
 
 fn parse_bench_duration(text: &str) -> Result<Duration, String> {

@@ -26,6 +26,8 @@ pub mod bench_report;
 pub mod bench_watch;
 mod bench_worker;
 pub mod cli;
+pub mod naive_zset;
+pub mod redis_stats;
 pub mod replay;
 pub mod rule_args;
 pub mod simulate;

@@ -125,6 +125,8 @@ pub enum AnyStore {
     Memory(MemoryStore),
     /// A Redis store.
     Redis(RedisStore),
+    /// The naive ZSET script of the source articles (`bench --baseline`).
+    Naive(crate::naive_zset::NaiveZset),
 }
 
 impl Store for AnyStore {
@@ -132,6 +134,7 @@ impl Store for AnyStore {
         match self {
             AnyStore::Memory(store) => store.check(rule, key, cost).await,
             AnyStore::Redis(store) => store.check(rule, key, cost).await,
+            AnyStore::Naive(store) => store.check(rule, key, cost).await,
         }
     }
 
@@ -139,6 +142,10 @@ impl Store for AnyStore {
         match self {
             AnyStore::Memory(store) => store.check_all(dimensions, cost).await,
             AnyStore::Redis(store) => store.check_all(dimensions, cost).await,
+            AnyStore::Naive(_) => Err(Error::new(
+                slidegate::ErrorKind::Backend,
+                "the naive baseline has no multi-dimension checks",
+            )),
         }
     }
 
@@ -148,6 +155,7 @@ impl Store for AnyStore {
         match self {
             AnyStore::Memory(store) => store.is_local(),
             AnyStore::Redis(store) => store.is_local(),
+            AnyStore::Naive(store) => store.is_local(),
         }
     }
 }

@@ -189,3 +189,36 @@ fn cost_must_fit_the_limit() {
     .expect("one JSON object");
     assert_eq!((count(&report, "allowed"), count(&report, "cost")), (1, 5));
 }
+
+/// `--baseline naive-zset` runs the articles' script through the same
+/// stack, and `--redis-stats` reports the server's CPU per call and memory
+/// per key for either.
+#[test]
+fn naive_baseline_and_redis_side_figures() {
+    let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    let base =
+        ["bench", "--store", &url, "--limit", "10", "--window", "1m", "--keys", "3", "--concurrency", "2"];
+    for baseline in [None, Some("naive-zset")] {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend(["--requests", "300", "--redis-stats", "--json"]);
+        if let Some(name) = baseline {
+            args.extend(["--baseline", name]);
+        }
+        let report: Value = serde_json::from_str(success(&args, "").trim()).expect("one JSON object");
+        assert_eq!(report["baseline"].as_str(), baseline, "{report}");
+        assert_eq!(count(&report, "errors"), 0, "{report}");
+        // One client, one clock: even the naive script admits 10 per key here.
+        assert_eq!(count(&report, "allowed"), 30, "{report}");
+        let redis = &report["redis"];
+        assert!(count(redis, "evalsha_calls") > 0, "{report}");
+        assert!(redis["usec_per_call"].as_f64().unwrap_or(0.0) > 0.0, "{report}");
+        assert_eq!(count(redis, "keys_sampled"), 3, "{report}");
+        assert!(redis["memory_per_key"].as_f64().unwrap_or(0.0) > 0.0, "{report}");
+    }
+    let rule = ["--limit", "10", "--window", "1m", "--requests", "10"];
+    let err = failure(&[&["bench", "--baseline", "naive-zset"][..], &rule].concat(), "");
+    assert!(err.contains("--baseline runs on Redis"), "{err}");
+    let err = failure(&[&["bench", "--redis-stats"][..], &rule].concat(), "");
+    assert!(err.contains("--redis-stats needs a standalone"), "{err}");
+}

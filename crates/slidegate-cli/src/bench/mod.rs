@@ -25,7 +25,9 @@ use tokio::sync::oneshot;
 use crate::bench_report::{BenchReport, Latency, rate};
 use crate::bench_watch::{BreakerWatch, Watched, progress_bar, watch};
 use crate::bench_worker::{Tally, Worker};
-use crate::cli::{BenchArgs, BenchBound, KeyOrder};
+use crate::cli::{Baseline, BenchArgs, BenchBound, KeyOrder};
+use crate::naive_zset::NaiveZset;
+use crate::redis_stats::StatsConnection;
 use crate::store_calls::Observed;
 use crate::store_choice::{AnyStore, RedisOptions, StoreSpec, connect_redis, run_prefix};
 
@@ -165,26 +167,42 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             breaker: !args.no_breaker,
         },
     };
-    let store = match &args.store {
-        StoreSpec::Memory => {
+    let prefix = args.prefix.clone().unwrap_or_else(|| run_prefix("bench"));
+    let stats_url = match (&args.store, args.redis_stats) {
+        (StoreSpec::Redis { url }, true) if url.starts_with("redis://") => Some(url.clone()),
+        (_, true) => anyhow::bail!("--redis-stats needs a standalone redis:// store"),
+        _ => None,
+    };
+    let store = match (&args.store, args.baseline) {
+        (StoreSpec::Redis { url }, Some(Baseline::NaiveZset)) => {
+            AnyStore::Naive(NaiveZset::connect(url, &prefix).await?)
+        }
+        (StoreSpec::Memory, Some(_)) => anyhow::bail!("--baseline runs on Redis: give --store redis://…"),
+        (StoreSpec::Memory, None) => {
             if args.prefix.is_some() {
                 anyhow::bail!("--prefix only applies to a Redis store: the memory store is never shared");
             }
             let max_keys = usize::try_from(args.keys).unwrap_or(usize::MAX).max(DEFAULT_MAX_KEYS);
             AnyStore::Memory(MemoryStore::builder().max_keys(max_keys).build())
         }
-        StoreSpec::Redis { url } => {
-            let options = RedisOptions {
-                prefix: args.prefix.clone().unwrap_or_else(|| run_prefix("bench")),
-                client_clock: None,
-                response_timeout: args.timeout,
-            };
+        (StoreSpec::Redis { url }, None) => {
+            let options =
+                RedisOptions { prefix: prefix.clone(), client_clock: None, response_timeout: args.timeout };
             AnyStore::Redis(connect_redis(url, options).await?)
         }
     };
+    let stats = match &stats_url {
+        Some(url) => Some(StatsConnection::reset(url).await.context("cannot reset the Redis statistics")?),
+        None => None,
+    };
     let show_progress = !args.json && std::io::stdout().is_terminal();
     let outcome = execute(store, &plan, show_progress).await?;
-    let report = report(&args.store, &plan, &outcome);
+    let mut report = report(&args.store, &plan, &outcome);
+    report.baseline = args.baseline.and_then(|b| b.to_possible_value()).map(|v| v.get_name().to_owned());
+    if let Some(stats) = stats {
+        report.redis =
+            Some(stats.read(&format!("{prefix}*"), 200).await.context("cannot read the Redis statistics")?);
+    }
     if args.json {
         println!("{}", serde_json::to_string(&report).context("cannot encode the report")?);
     } else {
@@ -295,6 +313,8 @@ pub fn report(store: &StoreSpec, plan: &BenchPlan, outcome: &BenchOutcome) -> Be
         decisions_per_sec: rate(requests, outcome.elapsed),
         latency_us: Latency::of(&outcome.latency),
         first_error: outcome.first_error.clone(),
+        baseline: None,
+        redis: None,
     }
 }
 
