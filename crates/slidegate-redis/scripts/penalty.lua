@@ -20,7 +20,7 @@ end
 -- Records a violation at `now`; returns the count including it.
 function PENALTY.violate(viol_key, vwindow, now)
   local count = PENALTY.count(viol_key, vwindow, now)
-  unique_zadd(viol_key, now, 1)
+  unique_zadd(viol_key, now, count, 1)
   redis.call('PEXPIRE', viol_key, newest_leaves(viol_key, vwindow, now) + SLACK_MS)
   return count + 1
 end

@@ -35,26 +35,45 @@ local function nonneg(x)
   return x
 end
 
--- Adds `count` members scored `now` to the sorted set `key` and returns
--- the number of the first, named
--- "<now>:<n>" with n numbering the members of that millisecond, so entries
--- of one millisecond (from any number of clients) never collapse. Pruning
--- removes whole milliseconds, so the m members at `now` are 0..m-1.
-local function unique_zadd(key, now, count)
-  local base = redis.call('ZCOUNT', key, now, now)
-  local args = {}
-  for i = 0, count - 1 do
-    args[#args + 1] = now
-    args[#args + 1] = string.format('%d:%d', now, base + i)
-    if #args >= 1000 then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
+-- Adds `count` members scored `now` to the sorted set `key`, named
+-- "<now>:<n>" for `count` consecutive fresh numbers n from `first` on, and
+-- returns the first number (release.lua takes a charge back by it).
+-- Members of one millisecond, from any number of clients, never collapse.
+-- When the millisecond holds no member yet, every number is free and one
+-- ZADD does; otherwise (a busy key, or numbers freed by a release) members
+-- are added one by one, and a taken number restarts the run after it,
+-- taking back what this call had added.
+local function unique_zadd(key, now, first, count)
+  if redis.call('ZCOUNT', key, now, now) == 0 then
+    local args = {}
+    for i = 0, count - 1 do
+      args[#args + 1] = now
+      args[#args + 1] = string.format('%d:%d', now, first + i)
+      if #args >= 1000 then
+        redis.call('ZADD', key, unpack(args))
+        args = {}
+      end
     end
+    if #args > 0 then
+      redis.call('ZADD', key, unpack(args))
+    end
+    return first
   end
-  if #args > 0 then
-    redis.call('ZADD', key, unpack(args))
+  local start, n, added = first, first, {}
+  while #added < count do
+    local member = string.format('%d:%d', now, n)
+    if redis.call('ZADD', key, 'NX', now, member) == 1 then
+      added[#added + 1] = member
+    else
+      for _, mine in ipairs(added) do
+        redis.call('ZREM', key, mine)
+      end
+      added = {}
+      start = n + 1
+    end
+    n = n + 1
   end
-  return base
+  return start
 end
 
 -- Milliseconds until the newest member of sorted set `key` leaves a

@@ -23,11 +23,16 @@ for i = 1, count do
   local key = KEYS[i]
   if algorithm == 1 then
     -- The exact members added, by their numbers.
-    local members = {}
-    for n = receipt, receipt + cost - 1 do
-      members[#members + 1] = string.format('%d:%d', now, n)
+    if receipt >= 0 then
+      local members = {}
+      for n = receipt, receipt + cost - 1 do
+        members[#members + 1] = string.format('%d:%d', now, n)
+        if #members >= 500 or n == receipt + cost - 1 then
+          redis.call('ZREM', key, unpack(members))
+          members = {}
+        end
+      end
     end
-    redis.call('ZREM', key, unpack(members))
   elseif algorithm == 2 then
     local field = string.format('%d', math.floor(now * buckets / window))
     if redis.call('HINCRBY', key, field, -cost) <= 0 then

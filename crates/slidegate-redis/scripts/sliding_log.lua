@@ -1,6 +1,7 @@
 -- Exact sliding log.
 --
--- key: sorted set, one member per admitted unit of cost, score = time (ms).
+-- key: sorted set, one member per admitted unit of cost, score = time (ms),
+-- member "<ms>:<n>" (see unique_zadd in the prelude).
 -- Admits iff (units scored in (now - window, now]) + cost <= limit; the
 -- oldest units leave first. Denied requests write nothing.
 
@@ -28,8 +29,13 @@ function LOG.idle(key, r, now, v)
 end
 
 function LOG.charge(key, r, cost, now, v)
-  local base = unique_zadd(key, now, cost)
-  local reset = newest_leaves(key, r.window, now)
+  local receipt = unique_zadd(key, now, v.used, cost)
+  -- The newest entry is this one unless the clock stepped back (entries
+  -- later than now); asking for that is cheaper than reading the newest.
+  local reset = r.window
+  if redis.call('ZCOUNT', key, string.format('(%d', now), '+inf') > 0 then
+    reset = newest_leaves(key, r.window, now)
+  end
   redis.call('PEXPIRE', key, reset + SLACK_MS)
-  return r.limit - v.used - cost, reset, base
+  return r.limit - v.used - cost, reset, receipt
 end

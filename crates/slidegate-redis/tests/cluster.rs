@@ -107,6 +107,44 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
     }
     assert_eq!(per_user_total, admitted, "released reservations leave nothing behind");
 
+    // Regression: every request in one millisecond (a frozen client clock),
+    // so releases free member numbers that later requests of the same
+    // millisecond meet again. No charge may be lost (over-admission) or
+    // left behind.
+    let frozen = slidegate::ManualClock::new(slidegate_testkit::conformance::START_MS);
+    let same_ms = RedisStore::builder(cluster.url())
+        .prefix(support::unique_prefix("same-ms-release"))
+        .client_clock(frozen)
+        .connect()
+        .await
+        .expect("connect");
+    let admitted = Arc::new(AtomicU64::new(0));
+    let tasks = (0..64).map(|t| {
+        let (store, global, per_user, users, admitted) =
+            (same_ms.clone(), global.clone(), per_user.clone(), users.clone(), Arc::clone(&admitted));
+        tokio::spawn(async move {
+            for i in 0..8 {
+                let user = &users[(t * 3 + i) % users.len()];
+                if store
+                    .check_all(&[(&global, "api"), (&per_user, user)], 1)
+                    .await
+                    .expect("check_all")
+                    .allowed
+                {
+                    admitted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    });
+    for task in join_all(tasks).await {
+        task.expect("task");
+    }
+    let admitted = admitted.load(Ordering::Relaxed);
+    assert!(admitted <= 50, "{admitted}");
+    let key = slidegate_redis::state_key(same_ms.prefix(), &global, "api").expect("key");
+    let count: u64 = redis::cmd("ZCARD").arg(key).query_async(&mut conn).await.expect("ZCARD");
+    assert_eq!(count, admitted, "one member per admitted request, none lost, none left");
+
     // SCRIPT FLUSH on every node mid-run: reloaded, never surfaced.
     let rules: Vec<Rule> =
         slidegate_testkit::conformance::algorithms(10).into_iter().map(|a| rule(1000, 60_000, a)).collect();
