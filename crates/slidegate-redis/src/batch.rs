@@ -12,13 +12,12 @@ use std::collections::BTreeMap;
 
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, ServerErrorKind};
-use slidegate::{BatchItem, Decision, Error, ErrorKind, encode_identity, validate_cost};
+use slidegate::{BatchItem, Decision, Error, ErrorKind, validate_cost};
 
-use crate::cluster::slot_of;
+use crate::cluster::identity_slot;
 use crate::commands::{self, Call};
 use crate::connection::Backend;
 use crate::errors::from_redis;
-use crate::keys::key_for;
 use crate::store::RedisStore;
 
 /// The most checks sent in one pipeline; larger batches go in several.
@@ -40,38 +39,29 @@ pub(crate) async fn check_batch(
             Err(error) => results[i] = Some(Err(error)),
         }
     }
-    match store.backend() {
-        Backend::Standalone(conn) => {
-            for chunk in calls.chunks(MAX_PIPELINE) {
-                let replies = send_reloading(conn.clone(), chunk).await;
-                file(requests, chunk, replies, &mut results);
-            }
+    if let Some(conn) = store.backend().server_connection() {
+        // One server: one pipeline per chunk.
+        for chunk in calls.chunks(MAX_PIPELINE) {
+            let replies = send_reloading(conn.clone(), chunk).await;
+            file(requests, chunk, replies, &mut results);
         }
-        Backend::Sentinel(pool) => {
-            for chunk in calls.chunks(MAX_PIPELINE) {
-                let replies = send_reloading(pool.connection(), chunk).await;
-                file(requests, chunk, replies, &mut results);
-            }
-        }
+    } else if let Backend::Cluster(pool) = store.backend() {
         // A Cluster pipeline must stay within one slot: one pipeline per
         // slot (in input order within it, so the same key is decided in
-        // order), all slots at once.
-        Backend::Cluster(pool) => {
-            let mut by_slot: BTreeMap<u16, Vec<(usize, Call<'_>)>> = BTreeMap::new();
-            for (i, call) in calls {
-                let (rule, key, _) = requests[i];
-                let slot =
-                    encode_identity(key).map_or(0, |id| slot_of(&key_for(store.prefix(), rule, &id, "")));
-                by_slot.entry(slot).or_default().push((i, call));
-            }
-            let groups: Vec<Vec<(usize, Call<'_>)>> = by_slot.into_values().collect();
-            let sends = groups
-                .iter()
-                .flat_map(|group| group.chunks(MAX_PIPELINE))
-                .map(|chunk| async move { (chunk, send_reloading(pool.connection(), chunk).await) });
-            for (chunk, replies) in join_all(sends).await {
-                file(requests, chunk, replies, &mut results);
-            }
+        // order), all slots at once. Calls were built from valid keys, so
+        // their slot is known.
+        let mut by_slot: BTreeMap<u16, Vec<(usize, Call<'_>)>> = BTreeMap::new();
+        for (i, call) in calls {
+            let slot = identity_slot(requests[i].1).unwrap_or_default();
+            by_slot.entry(slot).or_default().push((i, call));
+        }
+        let groups: Vec<Vec<(usize, Call<'_>)>> = by_slot.into_values().collect();
+        let sends = groups
+            .iter()
+            .flat_map(|group| group.chunks(MAX_PIPELINE))
+            .map(|chunk| async move { (chunk, send_reloading(pool.connection(), chunk).await) });
+        for (chunk, replies) in join_all(sends).await {
+            file(requests, chunk, replies, &mut results);
         }
     }
     results

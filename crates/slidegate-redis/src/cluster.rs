@@ -145,15 +145,14 @@ fn lock(conn: &Mutex<ClusterConnection>) -> std::sync::MutexGuard<'_, ClusterCon
     conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The Cluster hash slot of `key` (CRC16/XMODEM of its hash tag, mod 16384),
-/// as Redis computes it.
-pub(crate) fn slot_of(key: &str) -> u16 {
-    let bytes = key.as_bytes();
-    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
-        let rest = &bytes[open + 1..];
-        rest.iter().position(|&b| b == b'}').filter(|&close| close > 0).map(|close| &rest[..close])
-    });
-    crc16(tagged.unwrap_or(bytes)) % 16384
+/// The Cluster slot of every key of `key`'s identity: the identity is the
+/// keys' `{…}` hash tag (never empty, never holding a brace).
+///
+/// # Errors
+///
+/// [`InvalidKey`](slidegate::ErrorKind::InvalidKey) for an empty key.
+pub(crate) fn identity_slot(key: &str) -> Result<u16, slidegate::Error> {
+    Ok(crc16(slidegate::encode_identity(key)?.as_bytes()) % 16384)
 }
 
 fn crc16(data: &[u8]) -> u16 {
@@ -169,7 +168,16 @@ fn crc16(data: &[u8]) -> u16 {
 
 #[cfg(test)]
 mod tests {
-    use super::slot_of;
+    /// Redis' own rule, for checking `identity_slot` against: the slot of
+    /// `key` is CRC16/XMODEM of its hash tag (or of all of it), mod 16384.
+    fn slot_of(key: &str) -> u16 {
+        let bytes = key.as_bytes();
+        let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+            let rest = &bytes[open + 1..];
+            rest.iter().position(|&b| b == b'}').filter(|&close| close > 0).map(|close| &rest[..close])
+        });
+        super::crc16(tagged.unwrap_or(bytes)) % 16384
+    }
 
     #[test]
     fn slots_match_redis() {
@@ -180,5 +188,8 @@ mod tests {
         assert_eq!(slot_of("foo{}{bar}"), super::crc16(b"foo{}{bar}") % 16384, "empty tag: the whole key");
         assert_eq!(slot_of("foo{{bar}}zap"), slot_of("{bar"));
         assert_eq!(slot_of("sg:api:{alice}:log"), slot_of("alice"));
+        assert_eq!(super::identity_slot("alice").unwrap(), slot_of("sg:api:{alice}:log"));
+        let hostile = slidegate::encode_identity("{x}").unwrap();
+        assert_eq!(super::identity_slot("{x}").unwrap(), slot_of(&format!("p:r:{{{hostile}}}:log")));
     }
 }

@@ -13,19 +13,17 @@
 use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
-use slidegate::{Dimension, Error, MultiDecision, Rule, encode_identity};
+use slidegate::{Dimension, Error, MultiDecision, Rule};
 
-use crate::cluster::slot_of;
+use crate::cluster::identity_slot;
 use crate::commands::{self, GeneralReply};
-use crate::keys::key_for;
 use crate::store::RedisStore;
 
 /// Dimension indices grouped by the slot of their keys, in slot order.
-pub(crate) fn group_by_slot(prefix: &str, dimensions: &[Dimension<'_>]) -> Result<Vec<Vec<usize>>, Error> {
+pub(crate) fn group_by_slot(dimensions: &[Dimension<'_>]) -> Result<Vec<Vec<usize>>, Error> {
     let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
-    for (i, (rule, key)) in dimensions.iter().enumerate() {
-        let state = key_for(prefix, rule, &encode_identity(key)?, &rule.state_part());
-        groups.entry(slot_of(&state)).or_default().push(i);
+    for (i, (_, key)) in dimensions.iter().enumerate() {
+        groups.entry(identity_slot(key)?).or_default().push(i);
     }
     Ok(groups.into_values().collect())
 }

@@ -143,7 +143,7 @@ impl Store for RedisStore {
     async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
         validate_dimensions(dimensions, cost)?;
         if self.is_cluster() {
-            let groups = cross_slot::group_by_slot(&self.inner.prefix, dimensions)?;
+            let groups = cross_slot::group_by_slot(dimensions)?;
             if groups.len() > 1 {
                 return cross_slot::check_all(self, dimensions, &groups, cost).await;
             }

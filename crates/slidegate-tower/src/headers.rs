@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use slidegate::{Decision, MultiDecision, Rule, State};
+use slidegate::{MultiDecision, Rule, State};
 
 /// `X-RateLimit-Limit`.
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
@@ -96,14 +96,11 @@ pub(crate) fn retry_after(decision_retry: Duration) -> HeaderValue {
     HeaderValue::from(ceil_secs(decision_retry).max(1))
 }
 
-/// The decision that binds a denied request (longest `retry_after`).
-pub(crate) fn binding_denial(multi: &MultiDecision) -> Option<&Decision> {
-    multi.decisions.iter().filter(|d| !d.allowed).max_by_key(|d| d.retry_after)
-}
-
 #[cfg(test)]
 mod tests {
     use std::num::NonZeroU32;
+
+    use slidegate::Decision;
 
     use super::*;
 

@@ -58,7 +58,7 @@ impl LimitedBody for tonic::body::Body {
 
 /// Whether the client prefers JSON (`Accept` names `application/json` or a
 /// `+json` type).
-fn wants_json(request_headers: &HeaderMap) -> bool {
+pub(crate) fn wants_json(request_headers: &HeaderMap) -> bool {
     request_headers
         .get_all(ACCEPT)
         .iter()
@@ -86,12 +86,12 @@ pub(crate) fn limited<B: LimitedBody>(
     denial: &Decision,
     message: &str,
     ban_status: StatusCode,
-    request_headers: &HeaderMap,
+    json: bool,
 ) -> Response<B> {
     let banned = denial.state == State::Banned;
     let status = if banned { ban_status } else { StatusCode::TOO_MANY_REQUESTS };
     let retry = ceil_secs(denial.retry_after).max(1);
-    let (body, content_type) = if wants_json(request_headers) {
+    let (body, content_type) = if json {
         let kind = if banned { "banned" } else { "rate_limited" };
         let body = format!(
             "{{\"error\":\"{kind}\",\"message\":{},\"retry_after_secs\":{retry},\"limit\":{},\"remaining\":{}}}",
@@ -152,14 +152,16 @@ mod tests {
     #[test]
     fn text_or_json_by_accept() {
         let denial = Decision::limited(10, 0, Duration::from_millis(1500), Duration::from_secs(9));
-        let text: Response<String> = limited(&denial, "slow down", StatusCode::FORBIDDEN, &HeaderMap::new());
+        assert!(!wants_json(&HeaderMap::new()));
+        let text: Response<String> = limited(&denial, "slow down", StatusCode::FORBIDDEN, false);
         assert_eq!(text.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(text.headers()[RETRY_AFTER], "2");
         assert_eq!(text.body(), "slow down\n");
 
         let mut accept = HeaderMap::new();
         accept.insert(ACCEPT, HeaderValue::from_static("application/json"));
-        let json: Response<String> = limited(&denial, "say \"hi\"", StatusCode::FORBIDDEN, &accept);
+        assert!(wants_json(&accept));
+        let json: Response<String> = limited(&denial, "say \"hi\"", StatusCode::FORBIDDEN, true);
         let body: serde_json::Value = serde_json::from_str(json.body()).unwrap();
         assert_eq!(body["message"], "say \"hi\"");
         assert_eq!(body["retry_after_secs"], 2);
@@ -167,7 +169,7 @@ mod tests {
 
         let mut ban = denial;
         ban.state = State::Banned;
-        let banned: Response<String> = limited(&ban, "banned", StatusCode::FORBIDDEN, &HeaderMap::new());
+        let banned: Response<String> = limited(&ban, "banned", StatusCode::FORBIDDEN, false);
         assert_eq!(banned.status(), StatusCode::FORBIDDEN);
     }
 }

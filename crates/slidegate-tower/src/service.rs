@@ -10,9 +10,9 @@ use slidegate::{Decision, MultiDecision, Rule, State, Store};
 use tower_service::Service;
 
 use crate::future::ResponseFuture;
-use crate::headers::{add_quota_headers, binding_denial};
+use crate::headers::add_quota_headers;
 use crate::layer::{Config, MissingKey};
-use crate::response::{LimitedBody, limited, unidentified};
+use crate::response::{LimitedBody, limited, unidentified, wants_json};
 
 /// Rate limits the requests of an inner service (see
 /// [`RateLimitLayer`](crate::RateLimitLayer)).
@@ -86,7 +86,8 @@ where
         let (parts, body) = request.into_parts();
         let keys = keys_of(&config, &parts);
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
-        let request_headers = parts.headers.clone();
+        // All a limited answer needs of the request head: its format.
+        let json = wants_json(&parts.headers);
         let request = Request::from_parts(parts, body);
 
         ResponseFuture::new(async move {
@@ -108,7 +109,7 @@ where
                     let never =
                         Decision::limited(rules[0].limit(), 0, std::time::Duration::ZERO, Default::default());
                     let mut response: Response<ResB> =
-                        limited(&never, &config.message, config.ban_status, &request_headers);
+                        limited(&never, &config.message, config.ban_status, json);
                     response.headers_mut().remove(http::header::RETRY_AFTER);
                     return Ok(response);
                 }
@@ -118,7 +119,7 @@ where
                 add_quota_headers(response.headers_mut(), &rules, &multi, config.families);
                 return Ok(response);
             }
-            Ok(denied(&config, &rules, &multi, &request_headers))
+            Ok(denied(&config, &rules, &multi, json))
         })
     }
 }
@@ -127,23 +128,18 @@ fn denied<S, B: LimitedBody>(
     config: &Config<S>,
     rules: &[&Rule],
     multi: &MultiDecision,
-    request_headers: &http::HeaderMap,
+    json: bool,
 ) -> Response<B> {
-    let Some(denial) = binding_denial(multi) else {
-        return limited(
-            &Decision::limited(0, 0, Default::default(), Default::default()),
-            &config.message,
-            config.ban_status,
-            request_headers,
-        );
-    };
+    // A denied check has a denying decision: the one with the longest wait.
+    let fallback = Decision::limited(0, 0, Default::default(), Default::default());
+    let denial = multi.binding().unwrap_or(&fallback);
     #[cfg(feature = "tonic")]
     if config.grpc {
         let mut response = crate::response::limited_grpc(denial, &config.message, config.ban_status);
         add_quota_headers(response.headers_mut(), rules, multi, config.families);
         return response;
     }
-    let mut response = limited(denial, &config.message, config.ban_status, request_headers);
+    let mut response = limited(denial, &config.message, config.ban_status, json);
     add_quota_headers(response.headers_mut(), rules, multi, config.families);
     if denial.state == State::Banned {
         tracing::debug!(target: "slidegate", retry_after = ?denial.retry_after, "banned request");

@@ -96,7 +96,9 @@ impl DenyCache {
         let left = Duration::from_millis(entry.until - now);
         let mut decision = entry.decision;
         decision.retry_after = left;
-        decision.reset_after = decision.reset_after.saturating_sub(decision_age(&entry.decision, left));
+        // Both count down by the time passed since the denial.
+        decision.reset_after =
+            decision.reset_after.saturating_sub(entry.decision.retry_after.saturating_sub(left));
         Some(decision)
     }
 
@@ -134,11 +136,6 @@ impl DenyCache {
     fn len(&self) -> usize {
         self.shards.iter().map(|s| lock(s).map.len()).sum()
     }
-}
-
-/// How much of the cached decision's `retry_after` has passed.
-fn decision_age(cached: &Decision, left: Duration) -> Duration {
-    cached.retry_after.saturating_sub(left)
 }
 
 /// A poisoned shard holds plain values that are still consistent.

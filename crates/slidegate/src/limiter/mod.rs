@@ -142,14 +142,17 @@ impl<S: Store> Limiter<S> {
     /// a denial, see [`crate::adaptive`].)
     pub async fn check_n(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         validate_cost(rule, cost)?;
-        let identity = encode_identity(key)?;
         let inner = &*self.inner;
         let scaling = inner.scaling();
         let rule = &*scaling.rule(rule);
+        // The key is checked on every path, but encoded only once: a local
+        // store encodes it itself.
         if !inner.enabled.load(Ordering::Relaxed) {
+            encode_identity(key)?;
             return Ok(self.record(rule, Decision::disabled(rule.limit())));
         }
         if let Some(denial) = scaling.beyond(rule, cost) {
+            encode_identity(key)?;
             return Ok(self.record(rule, denial));
         }
         if inner.store.is_local() {
@@ -161,6 +164,7 @@ impl<S: Store> Limiter<S> {
                 }
             };
         }
+        let identity = encode_identity(key)?;
         let sent = inner.clock.now_ms();
         if let Some(decision) = inner.deny_cache.as_ref().and_then(|c| c.get(rule, &identity, cost, sent)) {
             telemetry::deny_cache_hit(rule);
