@@ -7,7 +7,8 @@
 --          [2] cost  [3] D, then per dimension 5 values from 3 + 5(i-1) + 1:
 --          algorithm (1 log, 2 counter, 3 fixed, 4 gcra), limit, window_ms,
 --          buckets, receipt
--- Reply    D (the number of dimensions released)
+-- Reply    { D } (the number of dimensions released; an array like every
+--          slidegate script's reply)
 
 local now = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
@@ -61,4 +62,4 @@ for i = 1, count do
     end
   end
 end
-return count
+return { count }

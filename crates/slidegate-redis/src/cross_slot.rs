@@ -89,8 +89,11 @@ pub(crate) async fn check_all(
     Ok(MultiDecision::from_decisions(decisions.into_iter().flatten().collect()))
 }
 
-/// Releases one slot's reservation; tries twice, then logs — the charge
-/// then expires with its window (every key has a TTL).
+/// Releases one slot's reservation, once: an answer that came back (or
+/// was lost) after the script ran cannot be told apart from one that never
+/// ran, and running it twice could take back another request's charge of
+/// the same member number. If it fails, the charge stays until it leaves
+/// the window (every key has a TTL): the error errs on the side of the limit.
 async fn release(store: &RedisStore, part: &[Dimension<'_>], reply: &GeneralReply, cost: u32) {
     let call =
         match commands::release(store.scripts(), store.prefix(), part, &reply.receipts, cost, reply.now) {
@@ -100,17 +103,11 @@ async fn release(store: &RedisStore, part: &[Dimension<'_>], reply: &GeneralRepl
                 return;
             }
         };
-    for attempt in 1..=2 {
-        match store.send(&call).await {
-            Ok(_) => {
-                metrics::counter!("slidegate_cross_slot_releases_total").increment(1);
-                return;
-            }
-            Err(error) if attempt == 2 => {
-                metrics::counter!("slidegate_cross_slot_release_failures_total").increment(1);
-                tracing::error!(target: "slidegate", %error, "could not release a cross-slot reservation; it expires with its window");
-            }
-            Err(_) => {}
+    match store.send(&call).await {
+        Ok(_) => metrics::counter!("slidegate_cross_slot_releases_total").increment(1),
+        Err(error) => {
+            metrics::counter!("slidegate_cross_slot_release_failures_total").increment(1);
+            tracing::error!(target: "slidegate", %error, "could not release a cross-slot reservation; it stays charged until it leaves the window");
         }
     }
 }

@@ -5,11 +5,12 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use slidegate::{Algorithm, FailurePolicy, Limiter, Rule, State, Store};
 use slidegate_redis::RedisStore;
 use slidegate_testkit::RedisCluster;
@@ -21,6 +22,29 @@ fn cluster() -> RedisCluster {
 
 async fn store(cluster: &RedisCluster, test: &str) -> RedisStore {
     RedisStore::builder(cluster.url()).prefix(support::unique_prefix(test)).connect().await.expect("connect")
+}
+
+/// This binary's metrics recorder (installed once; only the first test
+/// makes cross-slot checks, whose counters it reads).
+fn metrics() -> &'static Snapshotter {
+    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
+    SNAPSHOTTER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().expect("the only metrics recorder of this test binary");
+        snapshotter
+    })
+}
+
+/// The value of counter `name` (0 when never incremented).
+fn counter(name: &str) -> u64 {
+    metrics()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == name)
+        .map(|(.., value)| if let DebugValue::Counter(n) = value { n } else { 0 })
+        .sum()
 }
 
 /// Every key on every primary carries a TTL.
@@ -46,6 +70,7 @@ fn assert_every_key_has_ttl(cluster: &RedisCluster) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_conforms_and_never_over_admits_across_slots() {
+    metrics();
     let cluster = cluster();
 
     // The same semantic suite as memory and standalone Redis.
@@ -144,6 +169,11 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
     let key = slidegate_redis::state_key(same_ms.prefix(), &global, "api").expect("key");
     let count: u64 = redis::cmd("ZCARD").arg(key).query_async(&mut conn).await.expect("ZCARD");
     assert_eq!(count, admitted, "one member per admitted request, none lost, none left");
+    // Releases happened, and every one was answered: a failed one would be
+    // retried by nobody, and a retried one could take back another
+    // request's charge.
+    assert!(counter("slidegate_cross_slot_releases_total") > 0);
+    assert_eq!(counter("slidegate_cross_slot_release_failures_total"), 0);
 
     // SCRIPT FLUSH on every node mid-run: reloaded, never surfaced.
     let rules: Vec<Rule> =
