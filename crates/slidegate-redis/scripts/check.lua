@@ -14,7 +14,8 @@
 -- Reply    per dimension 7 integers: allowed (1|0; 1 = this dimension had
 --          room, charged only if all did), remaining, retry_after_ms,
 --          reset_after_ms, state (0 allowed, 1 warned, 2 limited, 3 banned),
---          violations, receipt (see prelude; 0 when not charged);
+--          violations, receipt (see unique_zadd in the prelude; 0 when not
+--          charged or not a log);
 --          then `now` (ms), so a charge can be released (release.lua)
 
 local ALGORITHMS = { LOG, COUNTER, FIXED, GCRA }
@@ -34,6 +35,7 @@ for i = 1, count do
       window = tonumber(ARGV[o + 3]),
       buckets = tonumber(ARGV[o + 4]),
       field_ttl = field_ttl,
+      client_clock = ARGV[1] ~= '',
     },
     vwindow = tonumber(ARGV[o + 5]),
     warn_after = tonumber(ARGV[o + 6]),

@@ -35,16 +35,23 @@ local function nonneg(x)
   return x
 end
 
--- Adds `count` members scored `now` to the sorted set `key`, named
--- "<now>:<n>" for `count` consecutive fresh numbers n from `first` on, and
--- returns the first number (release.lua takes a charge back by it).
--- Members of one millisecond, from any number of clients, never collapse.
--- When the millisecond holds no member yet, every number is free and one
--- ZADD does; otherwise (a busy key, or numbers freed by a release) members
--- are added one by one, and a taken number restarts the run after it,
--- taking back what this call had added.
+-- Adds `count` members scored `now` to the sorted set `key`, each unique
+-- among the set's live members, and returns the receipt release.lua takes
+-- the charge back by. Members of one millisecond, from any number of
+-- clients, never collapse:
+--   * one member when the millisecond has none yet: the member "<now>"
+--     (receipt -1) — one ZADD NX, and an integer the set stores compactly;
+--   * otherwise "<now>:<n>" for `count` consecutive fresh numbers n from
+--     `first` on (receipt: the first number). When the millisecond holds no
+--     member yet, every number is free and one ZADD does; otherwise (a busy
+--     key, or numbers freed by a release) members are added one by one, and
+--     a taken number restarts the run after it, taking back what this call
+--     had added.
 local function unique_zadd(key, now, first, count)
-  if redis.call('ZCOUNT', key, now, now) == 0 then
+  if count == 1 and redis.call('ZADD', key, 'NX', now, now) == 1 then
+    return -1
+  end
+  if count > 1 and redis.call('ZCOUNT', key, now, now) == 0 then
     local args = {}
     for i = 0, count - 1 do
       args[#args + 1] = now

@@ -23,8 +23,11 @@ for i = 1, count do
   local receipt = tonumber(ARGV[o + 5])
   local key = KEYS[i]
   if algorithm == 1 then
-    -- The exact members added, by their numbers.
-    if receipt >= 0 then
+    -- The exact members added: "<now>", or "<now>:<n>" by their numbers
+    -- (see unique_zadd in the prelude).
+    if receipt == -1 then
+      redis.call('ZREM', key, now)
+    elseif receipt >= 0 then
       local members = {}
       for n = receipt, receipt + cost - 1 do
         members[#members + 1] = string.format('%d:%d', now, n)

@@ -12,6 +12,7 @@ local r = {
   window = tonumber(ARGV[2]),
   buckets = tonumber(ARGV[5]),
   field_ttl = ARGV[6] == '1',
+  client_clock = ARGV[4] ~= '',
 }
 local cost = tonumber(ARGV[3])
 local now = now_ms(ARGV[4])

@@ -1,7 +1,7 @@
 -- Exact sliding log.
 --
 -- key: sorted set, one member per admitted unit of cost, score = time (ms),
--- member "<ms>:<n>" (see unique_zadd in the prelude).
+-- member "<ms>" or "<ms>:<n>" (see unique_zadd in the prelude).
 -- Admits iff (units scored in (now - window, now]) + cost <= limit; the
 -- oldest units leave first. Denied requests write nothing.
 
@@ -31,9 +31,12 @@ end
 function LOG.charge(key, r, cost, now, v)
   local receipt = unique_zadd(key, now, v.used, cost)
   -- The newest entry is this one unless the clock stepped back (entries
-  -- later than now); asking for that is cheaper than reading the newest.
+  -- later than now). A client clock may (trace replay, skewed nodes): ask.
+  -- The server's clock is taken not to step back: a failover to a replica
+  -- whose clock is behind can make this reset short by the difference,
+  -- never the admission.
   local reset = r.window
-  if redis.call('ZCOUNT', key, string.format('(%d', now), '+inf') > 0 then
+  if r.client_clock and redis.call('ZCOUNT', key, string.format('(%d', now), '+inf') > 0 then
     reset = newest_leaves(key, r.window, now)
   end
   redis.call('PEXPIRE', key, reset + SLACK_MS)

@@ -9,7 +9,11 @@ use slidegate::Algorithm;
 
 /// A script deciding one rule with one algorithm: the prelude, the
 /// algorithm's table, and the single-check main bound to it.
+/// An optional fast path (`fast = "file"`) runs before anything is defined.
 macro_rules! single {
+    (fast = $fast:literal, $file:literal, $table:literal) => {
+        concat!(include_str!(concat!("../scripts/", $fast)), "\n", single!($file, $table))
+    };
     ($file:literal, $table:literal) => {
         concat!(
             include_str!("../scripts/prelude.lua"),
@@ -24,9 +28,11 @@ macro_rules! single {
 }
 
 /// Full source of the sliding-log script.
-pub const SLIDING_LOG: &str = single!("sliding_log.lua", "LOG");
+/// Its common case runs first, before the shared code is defined (see
+/// `scripts/log_fast.lua`).
+pub const SLIDING_LOG: &str = single!(fast = "log_fast.lua", "sliding_log.lua", "LOG");
 /// Full source of the sliding-counter script.
-pub const SLIDING_COUNTER: &str = single!("sliding_counter.lua", "COUNTER");
+pub const SLIDING_COUNTER: &str = single!(fast = "counter_fast.lua", "sliding_counter.lua", "COUNTER");
 /// Full source of the fixed-window script.
 pub const FIXED_WINDOW: &str = single!("fixed_window.lua", "FIXED");
 /// Full source of the GCRA script.

@@ -1,0 +1,50 @@
+-- The sliding counter's common case, run before any shared code is defined
+-- (as log_fast.lua): an admitted request, on either clock. Same
+-- arithmetic as COUNTER in sliding_counter.lua (bucket_of, drop_time,
+-- pruning of stale buckets, per-field TTL when available). A denied
+-- request falls through to the single-check code after it, which decides
+-- from scratch and computes retry_after (the stale buckets are gone by
+-- then; on the server's clock that code reads TIME again).
+--
+-- KEYS and ARGV as in single.lua; the same reply.
+
+do
+  local key, window, buckets = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[5])
+  local now = tonumber(ARGV[4])
+  if ARGV[4] == '' then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local first = math.floor((now - window + 1) * buckets / window)
+  local fields = redis.call('HGETALL', key)
+  local used, newest, stale = 0, nil, nil
+  for i = 1, #fields, 2 do
+    local j = tonumber(fields[i])
+    if j < first then
+      stale = stale or {}
+      stale[#stale + 1] = fields[i]
+    else
+      used = used + tonumber(fields[i + 1])
+      if newest == nil or j > newest then newest = j end
+    end
+  end
+  if stale then
+    redis.call('HDEL', key, unpack(stale))
+  end
+  local cost = tonumber(ARGV[3])
+  local room = tonumber(ARGV[1]) - used
+  if room >= cost then
+    local cur = math.floor(now * buckets / window)
+    local field = string.format('%d', cur)
+    redis.call('HINCRBY', key, field, cost)
+    -- 1000 = SLACK_MS of the prelude; drop_time(j) = ceil((j + 1) W / B) + W - 1.
+    if ARGV[6] == '1' then
+      redis.call('HPEXPIRE', key, math.ceil((cur + 1) * window / buckets) + window - 1 - now + 1000,
+        'FIELDS', 1, field)
+    end
+    if newest == nil or cur > newest then newest = cur end
+    local reset = math.ceil((newest + 1) * window / buckets) + window - 1 - now
+    redis.call('PEXPIRE', key, reset + 1000)
+    return { 1, room - cost, 0, reset }
+  end
+end
