@@ -58,6 +58,8 @@ pub struct BenchReport {
     pub key_order: String,
     /// Concurrent tasks.
     pub concurrency: u64,
+    /// Open-loop runs (`--rate`): the decisions per second offered.
+    pub offered_per_sec: Option<f64>,
     /// The limiter's failure policy: `fail_open`, `fail_closed` or `fallback`.
     pub policy: String,
     /// Decisions attempted (allowed + denied + errors).
@@ -106,11 +108,18 @@ impl BenchReport {
     pub fn render(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "slidegate bench: {} on {}", self.rule, self.store);
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "  {} keys ({}), {} concurrent tasks, cost {}, policy {}\n",
+            "  {} keys ({}), {} concurrent tasks, cost {}, policy {}",
             self.keys, self.key_order, self.concurrency, self.cost, self.policy
         );
+        match self.offered_per_sec {
+            Some(rate) => {
+                let _ =
+                    writeln!(out, ", open loop at {} decisions/s\n", group_thousands(rate.round() as u64));
+            }
+            None => out.push_str("\n\n"),
+        }
         let rows = [
             ("decisions", format!("{} in {:.3} s", self.requests, self.elapsed_secs)),
             ("throughput", format!("{} decisions/s", group_thousands(self.decisions_per_sec.round() as u64))),

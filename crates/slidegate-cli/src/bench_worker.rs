@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use rand::Rng;
@@ -49,6 +49,8 @@ pub(crate) struct Worker<S> {
     pub(crate) limiter: Limiter<Observed<S>>,
     /// What to run.
     pub(crate) plan: BenchPlan,
+    /// When the run started (the open loop's schedule counts from it).
+    pub(crate) started: Instant,
     /// When a `--duration` run stops.
     pub(crate) deadline: Instant,
     /// This task's own key choice, seeded so runs repeat.
@@ -66,9 +68,11 @@ impl<S: Store> Worker<S> {
         let mut since_yield = 0;
         loop {
             let ticket = self.tally.issued.fetch_add(1, Relaxed);
+            // Open loop: ticket n is due n / rate after the start.
+            let due = self.plan.rate.map(|rate| self.started + Duration::from_secs_f64(ticket as f64 / rate));
             let done = match self.plan.bound {
                 Bound::Requests(total) => ticket >= total,
-                Bound::Duration(_) => Instant::now() >= self.deadline,
+                Bound::Duration(_) => due.unwrap_or_else(Instant::now) >= self.deadline,
             };
             if done {
                 return self.latency;
@@ -80,7 +84,18 @@ impl<S: Store> Worker<S> {
             key.clear();
             let _ = write!(key, "bench-{index}");
 
-            let asked_at = Instant::now();
+            // Latency counts from when the request was due if it is late
+            // (it waited behind slow answers: that is the system's), from
+            // the wake-up if this task was early and slept (the timer's
+            // millisecond granularity is the tool's, not the system's).
+            let asked_at = match due {
+                Some(due) if due > Instant::now() => {
+                    tokio::time::sleep_until(due.into()).await;
+                    Instant::now()
+                }
+                Some(due) => due,
+                None => Instant::now(),
+            };
             let (result, store_asked) =
                 asking(self.limiter.check_n(&self.plan.rule, &key, self.plan.cost)).await;
             let micros = u64::try_from(asked_at.elapsed().as_micros()).unwrap_or(u64::MAX);

@@ -28,6 +28,17 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Worker threads the async runtime should have, when the command asks
+    /// for a number (`bench --threads`).
+    pub fn worker_threads(&self) -> Option<usize> {
+        match &self.command {
+            Command::Bench(args) => args.threads.and_then(|n| usize::try_from(n).ok()),
+            _ => None,
+        }
+    }
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -221,6 +232,18 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub bound: BenchBound,
 
+    /// Open loop: offer this many decisions per second in total, on a fixed
+    /// schedule, whatever the answers' speed (at most `--concurrency` in
+    /// flight). Latency counts from the moment a request was due, so time a
+    /// request waited behind slow ones is included. Without it the run is
+    /// closed-loop: every task asks again as soon as it is answered.
+    #[arg(long, value_parser = parse_rate)]
+    pub rate: Option<f64>,
+
+    /// Worker threads of the async runtime [default: one per core].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub threads: Option<u64>,
+
     /// How each request picks its key.
     #[arg(long, value_enum, default_value_t = KeyOrder::Random)]
     pub key_order: KeyOrder,
@@ -251,6 +274,16 @@ pub struct BenchArgs {
     /// Standalone `redis://` stores only.
     #[arg(long)]
     pub redis_stats: bool,
+}
+
+/// Highest `--rate` accepted (decisions per second).
+const MAX_RATE: f64 = 100_000_000.0;
+
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 && rate <= MAX_RATE => Ok(rate),
+        _ => Err(format!("must be a number of decisions per second, more than 0 and at most {MAX_RATE:e}")),
+    }
 }
 
 fn parse_bench_duration(text: &str) -> Result<Duration, String> {
@@ -305,6 +338,25 @@ mod tests {
         assert!(err.contains("fail-open"), "{err}");
         let err = bench(&["--prefix", "a b"]).unwrap_err().to_string();
         assert!(err.contains("whitespace"), "{err}");
+    }
+
+    #[test]
+    fn rate_and_threads_are_checked() {
+        let base = ["slidegate", "bench", "--limit", "5", "--window", "1s", "--requests", "10"];
+        let parse = |extra: &[&str]| Cli::try_parse_from([&base[..], extra].concat());
+        let Command::Bench(args) = parse(&["--rate", "2500.5", "--threads", "1"]).unwrap().command else {
+            panic!("not bench")
+        };
+        assert_eq!((args.rate, args.threads), (Some(2500.5), Some(1)));
+        for bad in [
+            &["--rate", "0"][..],
+            &["--rate", "-3"],
+            &["--rate", "NaN"],
+            &["--rate", "fast"],
+            &["--threads", "0"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

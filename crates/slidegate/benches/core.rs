@@ -59,6 +59,17 @@ fn memory_store(c: &mut Criterion) {
             });
         });
     }
+    // The in-process baseline: governor's keyed GCRA limiter (a sharded
+    // concurrent map of its own), 100 per minute, the same keys.
+    group.bench_function("governor_keyed", |b| {
+        let quota = governor::Quota::per_minute(std::num::NonZeroU32::new(100).expect("non-zero"));
+        let limiter = governor::RateLimiter::keyed(quota);
+        let mut i = 0usize;
+        b.iter(|| {
+            i = (i + 1) % keys.len();
+            black_box(limiter.check_key(&keys[i]).is_ok())
+        });
+    });
     group.finish();
 }
 

@@ -113,6 +113,8 @@ pub struct BenchPlan {
     pub bound: Bound,
     /// How keys are picked.
     pub key_order: KeyOrder,
+    /// Open loop: decisions offered per second in total (see `--rate`).
+    pub rate: Option<f64>,
     /// Seed of the random key choice (task `i` uses `seed + i`).
     pub seed: u64,
     /// The limiter around the store.
@@ -159,6 +161,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency,
         bound: Bound::from_args(&args.bound)?,
         key_order: args.key_order,
+        rate: args.rate,
         seed: args.seed,
         limiter: LimiterSettings {
             policy: args.policy,
@@ -252,6 +255,7 @@ pub async fn execute<S: Store>(
         let worker = Worker {
             limiter: limiter.clone(),
             plan: plan.clone(),
+            started,
             deadline,
             rng: SmallRng::seed_from_u64(plan.seed.wrapping_add(task)),
             latency: template.clone(),
@@ -300,6 +304,7 @@ pub fn report(store: &StoreSpec, plan: &BenchPlan, outcome: &BenchOutcome) -> Be
         keys: plan.keys,
         key_order,
         concurrency: plan.concurrency,
+        offered_per_sec: plan.rate,
         policy: plan.limiter.policy.to_string(),
         requests,
         allowed: outcome.allowed,

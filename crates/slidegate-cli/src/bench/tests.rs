@@ -14,6 +14,7 @@ fn plan(bound: Bound, key_order: KeyOrder) -> BenchPlan {
         concurrency: 4,
         bound,
         key_order,
+        rate: None,
         seed: 1,
         limiter: LimiterSettings::default(),
     }
@@ -41,6 +42,27 @@ impl Store for DenyingStore {
         let minute = Duration::from_secs(60);
         Ok(Decision::limited(rule.limit(), 0, minute, minute))
     }
+}
+
+#[tokio::test]
+async fn open_loop_offers_the_rate_and_counts_from_when_due() {
+    // 200 per second for 0.5 s: about 100 decisions, however fast the store.
+    let mut plan = plan(Bound::Duration(Duration::from_millis(500)), KeyOrder::RoundRobin);
+    plan.rate = Some(200.0);
+    let outcome = execute(MemoryStore::new(), &plan, false).await.unwrap();
+    let decided = outcome.allowed + outcome.denied;
+    assert_eq!(decided, 100, "ticket n is due at n / rate: 0 ..= 99 fall before 0.5 s");
+    assert!(outcome.elapsed >= Duration::from_millis(490), "{:?}", outcome.elapsed);
+    let report = report(&StoreSpec::Memory, &plan, &outcome);
+    assert_eq!(report.offered_per_sec, Some(200.0));
+    assert!(report.render().contains("open loop at 200 decisions/s"), "{}", report.render());
+
+    // With `--requests` the schedule ends with the last ticket.
+    let mut plan = self::plan(Bound::Requests(50), KeyOrder::RoundRobin);
+    plan.rate = Some(1000.0);
+    let outcome = execute(MemoryStore::new(), &plan, false).await.unwrap();
+    assert_eq!(outcome.allowed + outcome.denied, 50);
+    assert!(outcome.elapsed >= Duration::from_millis(45), "ticket 49 is due at 49 ms: {:?}", outcome.elapsed);
 }
 
 #[tokio::test]
