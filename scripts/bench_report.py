@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Writes BENCHMARKS.md and the throughput chart from one scripts/bench run.
+
+usage: bench_report.py RUN_DIR BENCHMARKS.md CHART.svg
+
+RUN_DIR holds what scripts/bench wrote: one `slidegate bench --json`
+object per run (NAME.json), criterion.txt, ceiling.txt, redis-version.txt.
+Every ratio is between figures of that one run.
+"""
+
+import datetime
+import json
+import os
+import re
+import sys
+
+run_dir, md_path, svg_path = sys.argv[1:4]
+
+
+def load(name):
+    with open(os.path.join(run_dir, name + ".json")) as f:
+        return json.load(f)
+
+
+def read(name):
+    with open(os.path.join(run_dir, name)) as f:
+        return f.read()
+
+
+def criterion_ns(name):
+    """Median time per iteration of a criterion bench, in ns."""
+    text = read("criterion.txt")
+    m = re.search(re.escape(name) + r"\s*\n?\s*time:\s*\[\S+ \S+ (\S+) (\S+)", text)
+    if not m:
+        return None
+    value, unit = float(m.group(1)), m.group(2)
+    return value * {"ps": 1e-3, "ns": 1.0, "µs": 1e3, "us": 1e3, "ms": 1e6}[unit]
+
+
+def dps(r):
+    return r["decisions_per_sec"]
+
+
+naive, log, counter = load("cpu-naive"), load("cpu-log"), load("cpu-counter")
+ceiling_text = read("ceiling.txt")
+ceiling = float(re.search(r"([\d.]+) requests per second", ceiling_text).group(1))
+ceiling_usec = float(re.search(r"usec_per_call=([\d.]+)", ceiling_text).group(1))
+attack_cache, attack_nocache = load("attack-cache"), load("attack-nocache")
+latency = load("latency-log")
+mem = {n: load("mem-" + n)["redis"]["memory_per_key"] for n in
+       ["log-100", "log-1000", "naive-100", "naive-1000", "counter-100"]}
+gov = criterion_ns("memory_store_10k_keys/governor_keyed")
+mem_log = criterion_ns("memory_store_10k_keys/log")
+mem_counter = criterion_ns("memory_store_10k_keys/counter")
+threads1, threads2 = load("memory-threads-1"), load("memory-threads-2")
+
+
+def usec(r):
+    return r["redis"]["usec_per_call"]
+
+
+rows = []  # (number, target, measured, baseline, ratio text, met)
+
+
+def target(number, what, measured, baseline, ratio, op, bound):
+    met = ratio <= bound if op == "<=" else ratio >= bound
+    rows.append((number, what, measured, baseline, f"{ratio:.2f}× ({op} {bound}×)", met))
+
+
+target(1, "Redis CPU per decision, sliding log", f"{usec(log):.2f} µs", f"naive {usec(naive):.2f} µs",
+       usec(log) / usec(naive), "<=", 1.0)
+target(1, "Redis CPU per decision, sliding counter", f"{usec(counter):.2f} µs", f"naive {usec(naive):.2f} µs",
+       usec(counter) / usec(naive), "<=", 0.5)
+target(2, "sliding log at concurrency 64 vs the naive script's ceiling", f"{dps(log):,.0f}/s",
+       f"redis-benchmark -P 16: {ceiling:,.0f}/s", dps(log) / ceiling, ">=", 0.9)
+target(3, "sliding counter vs sliding log throughput", f"{dps(counter):,.0f}/s", f"log {dps(log):,.0f}/s",
+       dps(counter) / dps(log), ">=", 1.5)
+target(4, "attack (one hot key, 64 tasks): deny cache on vs off", f"{dps(attack_cache):,.0f}/s",
+       f"off {dps(attack_nocache):,.0f}/s", dps(attack_cache) / dps(attack_nocache), ">=", 10.0)
+rows.append((5, "MEMORY USAGE, log key with 100 requests", f"{mem['log-100']:.0f} B",
+             f"naive {mem['naive-100']:.0f} B", "≤ 3000 B", mem["log-100"] <= 3000))
+rows.append((5, "MEMORY USAGE per request, log key with 1,000 (past the listpack)",
+             f"{mem['log-1000'] / 1000:.1f} B", f"naive {mem['naive-1000'] / 1000:.1f} B", "≤ 80 B",
+             mem["log-1000"] / 1000 <= 80))
+rows.append((5, "MEMORY USAGE, counter key (100 requests, 10 buckets)", f"{mem['counter-100']:.0f} B", "",
+             "≤ 300 B", mem["counter-100"] <= 300))
+if gov:
+    target(6, "memory store, one thread, 10k keys: counter vs governor keyed", f"{mem_counter:.1f} ns",
+           f"governor {gov:.1f} ns", mem_counter / gov, "<=", 2.0)
+    target(6, "memory store, one thread, 10k keys: log vs governor keyed", f"{mem_log:.1f} ns",
+           f"governor {gov:.1f} ns", mem_log / gov, "<=", 3.0)
+target(6, "memory store through the limiter: two threads vs one", f"{dps(threads2):,.0f}/s",
+       f"one {dps(threads1):,.0f}/s", dps(threads2) / dps(threads1), ">=", 1.6)
+p99, p999 = latency["latency_us"]["p99"], latency["latency_us"]["p999"]
+rows.append((7, f"open loop at {latency['offered_per_sec']:,.0f}/s (half the log's peak): p99", f"{p99} µs", "",
+             "≤ 1000 µs", p99 <= 1000))
+rows.append((7, "same run: p99.9", f"{p999} µs", "", "≤ 3000 µs", p999 <= 3000))
+
+# The chart: throughput against concurrency.
+series = {"slidegate log": "log", "slidegate counter": "counter", "naive ZSET script": "naive"}
+colors = {"log": "#1f77b4", "counter": "#2ca02c", "naive": "#d62728"}
+levels = [1, 4, 16, 64, 128]
+points = {k: [dps(load(f"sweep-{k}-{c}")) for c in levels] for k in series.values()}
+W, H, L, B, T, R = 640, 360, 70, 40, 30, 160
+top = max(max(v) for v in points.values()) * 1.1
+
+
+def x(i):
+    return L + i * (W - L - R) / (len(levels) - 1)
+
+
+def y(v):
+    return H - B - v / top * (H - B - T)
+
+
+svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+       f'<rect width="{W}" height="{H}" fill="white"/>',
+       f'<text x="{L}" y="18">decisions/s against concurrency (Redis on loopback, 100,000 keys, 100/min)</text>']
+for i in range(6):
+    v = top * i / 5
+    svg.append(f'<line x1="{L}" x2="{W - R}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>')
+    svg.append(f'<text x="{L - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v / 1000:.0f}k</text>')
+for i, c in enumerate(levels):
+    svg.append(f'<text x="{x(i):.1f}" y="{H - B + 16}" text-anchor="middle">{c}</text>')
+svg.append(f'<text x="{(L + W - R) / 2}" y="{H - 6}" text-anchor="middle">concurrent tasks</text>')
+for n, (label, k) in enumerate(series.items()):
+    path = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(points[k]))
+    svg.append(f'<polyline points="{path}" fill="none" stroke="{colors[k]}" stroke-width="2"/>')
+    for i, v in enumerate(points[k]):
+        svg.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3" fill="{colors[k]}"/>')
+    svg.append(f'<rect x="{W - R + 12}" y="{T + 10 + 18 * n}" width="12" height="3" fill="{colors[k]}"/>')
+    svg.append(f'<text x="{W - R + 30}" y="{T + 15 + 18 * n}">{label}</text>')
+svg.append("</svg>")
+with open(svg_path, "w") as f:
+    f.write("\n".join(svg) + "\n")
+
+redis_version = read("redis-version.txt").split()[2]
+today = datetime.date.today().isoformat()
+md = [
+    "# Benchmarks",
+    "",
+    "Every figure here comes from one run of `scripts/bench` (which also wrote this",
+    f"file), on {today}: 2 cores, Debian bookworm, Redis {redis_version.removeprefix('v=')} on loopback,",
+    "Rust 1.95, release build. Redis, the client and the load generator share the two",
+    "cores. Figures from different runs are not comparable (this machine's run-to-run",
+    "noise is ±15–20 %); ratios within one run are. Raw JSON: `target/bench-run/`.",
+    "",
+    "## Targets",
+    "",
+    "| # | what | slidegate | baseline (same run) | ratio / bound | met |",
+    "|---|---|---|---|---|---|",
+]
+for number, what, measured, baseline, ratio, met in rows:
+    md.append(f"| {number} | {what} | {measured} | {baseline} | {ratio} | {'yes' if met else '**no**'} |")
+md += [
+    "",
+    "![throughput against concurrency](docs/throughput.svg)",
+    "",
+    "## Runs",
+    "",
+    "Closed loop unless a rate is given; every run through a default `Limiter`",
+    "(deadline, breaker, deny cache). `--store redis://…` is the server scripts/bench",
+    "started, emptied before each run.",
+    "",
+    "| run | command (after `slidegate bench --json`) | decisions/s | p50 | p99 | p99.9 | µs/call | B/key |",
+    "|---|---|---|---|---|---|---|---|",
+]
+commands = {
+    "cpu-naive": "--baseline naive-zset --limit 100 --window 1m --keys 100000 --concurrency 64 --redis-stats",
+    "cpu-log": "--algorithm log --limit 100 --window 1m --keys 100000 --concurrency 64 --redis-stats",
+    "cpu-counter": "--algorithm counter --limit 100 --window 1m --keys 100000 --concurrency 64 --redis-stats",
+    "attack-cache": "--algorithm log --limit 100 --window 1m --keys 1 --concurrency 64",
+    "attack-nocache": "… the same, --no-deny-cache",
+    "latency-log": f"--algorithm log … --keys 100000 --concurrency 64 --rate {latency['offered_per_sec']:.0f}",
+    "mem-log-100": "--algorithm log --limit 100 --keys 1 --requests 100 --rate 2000 --redis-stats",
+    "mem-log-1000": "--algorithm log --limit 1000 --keys 1 --requests 1000 --rate 2000 --redis-stats",
+    "mem-naive-100": "--baseline naive-zset --limit 100 --keys 1 --requests 100 --rate 2000 --redis-stats",
+    "mem-naive-1000": "--baseline naive-zset --limit 1000 --keys 1 --requests 1000 --rate 2000 --redis-stats",
+    "mem-counter-100": "--algorithm counter --limit 100 --keys 1 --requests 100 --rate 2000 --redis-stats",
+    "memory-threads-1": "--store memory --algorithm counter --keys 10000 --concurrency 64 --threads 1",
+    "memory-threads-2": "… the same, --threads 2",
+}
+for name, command in commands.items():
+    r = load(name)
+    lat = r["latency_us"]
+    stats = r.get("redis") or {}
+    per_call = f"{stats['usec_per_call']:.2f}" if stats.get("evalsha_calls") else ""
+    per_key = f"{stats['memory_per_key']:.0f}" if stats.get("keys_sampled") else ""
+    md.append(f"| {name} | `{command}` | {dps(r):,.0f} | {lat['p50']} µs | {lat['p99']} µs | {lat['p999']} µs "
+              f"| {per_call} | {per_key} |")
+md += [
+    "",
+    "Concurrency sweep (2 s per point, the chart above):",
+    "",
+    "| tasks | " + " | ".join(series) + " |",
+    "|---|" + "---|" * len(series),
+]
+for i, c in enumerate(levels):
+    md.append(f"| {c} | " + " | ".join(f"{points[k][i]:,.0f}" for k in series.values()) + " |")
+md += [
+    "",
+    "The ceiling: `redis-benchmark -c 64 -P 16 -n 1000000 -r 100000 EVALSHA <naive script> 1",
+    "k:__rand_int__ 1700000000000 60000 100 m-__rand_int__` (fixed timestamp: nothing to prune,",
+    f"every call admits): {ceiling:,.0f} calls/s, {ceiling_usec:.2f} µs of Redis CPU per call.",
+    "",
+    "## Criterion (one thread)",
+    "",
+    "`cargo bench -p slidegate --bench core -- --noplot` (median time per operation):",
+    "",
+    "| bench | time |",
+    "|---|---|",
+]
+for m in re.finditer(r"^([a-z0-9_]+/[a-z0-9_]+)\s*\n?\s*time:\s*\[\S+ \S+ (\S+ \S+)", read("criterion.txt"), re.M):
+    md.append(f"| `{m.group(1)}` | {m.group(2)} |")
+notes_path = os.path.join(os.path.dirname(md_path) or ".", "docs", "benchmark-notes.md")
+if os.path.exists(notes_path):
+    with open(notes_path) as f:
+        md += ["", f.read().rstrip()]
+with open(md_path, "w") as f:
+    f.write("\n".join(md) + "\n")
