@@ -18,6 +18,15 @@ impl Entry {
         Entry { state: AlgorithmState::new(rule), penalty: None, expires_at: 0 }
     }
 
+    /// One dimension without a penalty: decides and charges in one step
+    /// (what `peek` then `finish` do, without evaluating twice).
+    pub(super) fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        debug_assert!(rule.penalty().is_none());
+        let decision = self.state.check(rule, now, cost);
+        self.expires_at = self.state.expires_at(rule);
+        decision
+    }
+
     /// Step 1: the ban, if the identity is banned; otherwise the algorithm's
     /// verdict without charging.
     pub(super) fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {

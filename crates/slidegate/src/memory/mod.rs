@@ -179,17 +179,25 @@ impl MemoryStore {
     /// Invalid key or cost, or [`ErrorKind::CapacityExhausted`].
     pub fn check_sync(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         validate_cost(rule, cost)?;
-        let map_key = map_key(rule, key)?;
-        let shard_index = self.shard_of(&map_key);
-        let now = self.inner.clock.now_ms();
-        let mut shard = lock(&self.inner.shards[shard_index]);
-        shard.ops = shard.ops.wrapping_add(1);
-        if shard.ops.is_multiple_of(SWEEP_EVERY) {
-            shard.sweep(now);
-        }
-        let entry = self.entry(&mut shard, &map_key, rule, now)?;
-        let peeked = entry.peek(rule, now, cost);
-        Ok(entry.finish(rule, now, cost, peeked, true))
+        // The key is built in this thread's buffer: no allocation unless
+        // the key is new to the store.
+        MAP_KEY.with_borrow_mut(|map_key| {
+            map_key.clear();
+            write_map_key(rule, key, map_key)?;
+            let shard_index = self.shard_of(map_key);
+            let now = self.inner.clock.now_ms();
+            let mut shard = lock(&self.inner.shards[shard_index]);
+            shard.ops = shard.ops.wrapping_add(1);
+            if shard.ops.is_multiple_of(SWEEP_EVERY) {
+                shard.sweep(now);
+            }
+            let entry = self.entry(&mut shard, map_key, rule, now)?;
+            if rule.penalty().is_none() {
+                return Ok(entry.check(rule, now, cost));
+            }
+            let peeked = entry.peek(rule, now, cost);
+            Ok(entry.finish(rule, now, cost, peeked, true))
+        })
     }
 
     /// Decides a multi-dimension check synchronously; [`Store::check_all`]
@@ -270,16 +278,22 @@ fn guard_of<'g, 'm>(guards: &'g mut [(usize, MutexGuard<'m, Shard>)], index: usi
 /// `<rule state name>:<state part>:<identity>`: the key of one rule's state
 /// for one identity.
 fn map_key(rule: &Rule, key: &str) -> Result<String, Error> {
-    let identity = encode_identity(key)?;
-    let state_name = rule.state_name();
-    let part = rule.state_part();
-    let mut map_key = String::with_capacity(state_name.len() + part.len() + identity.len() + 2);
-    map_key.push_str(&state_name);
-    map_key.push(':');
-    map_key.push_str(&part);
-    map_key.push(':');
-    map_key.push_str(&identity);
+    let mut map_key = String::new();
+    write_map_key(rule, key, &mut map_key)?;
     Ok(map_key)
+}
+
+/// Appends [`map_key`] to `out`.
+fn write_map_key(rule: &Rule, key: &str, out: &mut String) -> Result<(), Error> {
+    let identity = encode_identity(key)?;
+    rule.write_state_prefix(out);
+    out.push_str(&identity);
+    Ok(())
+}
+
+thread_local! {
+    /// The buffer [`MemoryStore::check_sync`] builds keys in.
+    static MAP_KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 /// A poisoned shard only means another thread panicked mid-check; the state

@@ -317,6 +317,25 @@ impl Rule {
     /// Names the kind of state this rule keeps, so rules that read state
     /// differently never share it: `log`, `gcra`, `c<buckets>w<window ms>`
     /// (bucket indices depend on both) and `f<window ms>`.
+    /// Appends `<state name>:<state part>:` to `out` without allocating
+    /// anything else (the memory store's hot path).
+    pub(crate) fn write_state_prefix(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        match &self.name {
+            Some(name) => out.push_str(name),
+            None => {
+                let _ = write!(out, "{}-{}", self.state_limit, self.window_ms);
+            }
+        }
+        out.push(':');
+        let _ = match self.algorithm {
+            Algorithm::SlidingLog => write!(out, "log:"),
+            Algorithm::Gcra => write!(out, "gcra:"),
+            Algorithm::SlidingCounter { buckets } => write!(out, "c{buckets}w{}:", self.window_ms),
+            Algorithm::FixedWindow => write!(out, "f{}:", self.window_ms),
+        };
+    }
+
     pub fn state_part(&self) -> std::borrow::Cow<'static, str> {
         match self.algorithm {
             Algorithm::SlidingLog => "log".into(),
