@@ -314,9 +314,6 @@ impl Rule {
         Rule { limit, ..self.clone() }
     }
 
-    /// Names the kind of state this rule keeps, so rules that read state
-    /// differently never share it: `log`, `gcra`, `c<buckets>w<window ms>`
-    /// (bucket indices depend on both) and `f<window ms>`.
     /// Appends `<state name>:<state part>:` to `out` without allocating
     /// anything else (the memory store's hot path).
     pub(crate) fn write_state_prefix(&self, out: &mut String) {
@@ -336,6 +333,9 @@ impl Rule {
         };
     }
 
+    /// Names the kind of state this rule keeps, so rules that read state
+    /// differently never share it: `log`, `gcra`, `c<buckets>w<window ms>`
+    /// (bucket indices depend on both) and `f<window ms>`.
     pub fn state_part(&self) -> std::borrow::Cow<'static, str> {
         match self.algorithm {
             Algorithm::SlidingLog => "log".into(),
