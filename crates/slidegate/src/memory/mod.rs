@@ -181,11 +181,12 @@ impl MemoryStore {
         validate_cost(rule, cost)?;
         // The key is built in this thread's buffer: no allocation unless
         // the key is new to the store.
+        // The clock is user code: read it before the buffer is borrowed.
+        let now = self.inner.clock.now_ms();
         MAP_KEY.with_borrow_mut(|map_key| {
             map_key.clear();
             write_map_key(rule, key, map_key)?;
             let shard_index = self.shard_of(map_key);
-            let now = self.inner.clock.now_ms();
             let mut shard = lock(&self.inner.shards[shard_index]);
             shard.ops = shard.ops.wrapping_add(1);
             if shard.ops.is_multiple_of(SWEEP_EVERY) {
