@@ -325,11 +325,18 @@ impl Rule {
             }
         }
         out.push(':');
+        self.write_state_part(out);
+        out.push(':');
+    }
+
+    /// Appends [`Rule::state_part`] to `out`: the one place it is spelled.
+    fn write_state_part(&self, out: &mut String) {
+        use std::fmt::Write as _;
         let _ = match self.algorithm {
-            Algorithm::SlidingLog => write!(out, "log:"),
-            Algorithm::Gcra => write!(out, "gcra:"),
-            Algorithm::SlidingCounter { buckets } => write!(out, "c{buckets}w{}:", self.window_ms),
-            Algorithm::FixedWindow => write!(out, "f{}:", self.window_ms),
+            Algorithm::SlidingLog => write!(out, "log"),
+            Algorithm::Gcra => write!(out, "gcra"),
+            Algorithm::SlidingCounter { buckets } => write!(out, "c{buckets}w{}", self.window_ms),
+            Algorithm::FixedWindow => write!(out, "f{}", self.window_ms),
         };
     }
 
@@ -337,12 +344,9 @@ impl Rule {
     /// differently never share it: `log`, `gcra`, `c<buckets>w<window ms>`
     /// (bucket indices depend on both) and `f<window ms>`.
     pub fn state_part(&self) -> std::borrow::Cow<'static, str> {
-        match self.algorithm {
-            Algorithm::SlidingLog => "log".into(),
-            Algorithm::Gcra => "gcra".into(),
-            Algorithm::SlidingCounter { buckets } => format!("c{buckets}w{}", self.window_ms).into(),
-            Algorithm::FixedWindow => format!("f{}", self.window_ms).into(),
-        }
+        let mut part = String::new();
+        self.write_state_part(&mut part);
+        part.into()
     }
 }
 
