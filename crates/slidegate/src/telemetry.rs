@@ -33,7 +33,7 @@ pub(crate) fn outcome(decision: &Decision) -> &'static str {
 pub(crate) fn decision(rule: &Rule, decision: &Decision) {
     metrics::counter!(
         "slidegate_decisions_total",
-        "rule" => rule.state_name().into_owned(),
+        "rule" => metrics::SharedString::from_shared(rule.state_label()),
         "outcome" => outcome(decision),
     )
     .increment(1);
@@ -46,7 +46,7 @@ pub(crate) fn store_call(elapsed: Duration, result: &'static str) {
 pub(crate) fn degraded(rule: &Rule, policy: &'static str, reason: &'static str) {
     metrics::counter!(
         "slidegate_degraded_total",
-        "rule" => rule.state_name().into_owned(),
+        "rule" => metrics::SharedString::from_shared(rule.state_label()),
         "policy" => policy,
         "reason" => reason,
     )
@@ -64,7 +64,7 @@ pub(crate) fn breaker_transition(to: BreakerState) {
 }
 
 pub(crate) fn deny_cache_hit(rule: &Rule) {
-    metrics::counter!("slidegate_deny_cache_hits_total", "rule" => rule.state_name().into_owned())
+    metrics::counter!("slidegate_deny_cache_hits_total", "rule" => metrics::SharedString::from_shared(rule.state_label()))
         .increment(1);
 }
 

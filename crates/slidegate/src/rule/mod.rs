@@ -115,6 +115,40 @@ pub struct Rule {
     /// also when adaptive limits enforce another one ([`Rule::scaled`]), so
     /// the scaled rule keeps counting in the configured rule's state.
     state_limit: NonZeroU32,
+    /// Strings derived from the fields above, built once: every check
+    /// builds a key from them and labels a metric with the state name.
+    derived: Derived,
+}
+
+/// [`Rule::state_name`] and the state prefix of a rule, computed on first
+/// use. Derived from the other fields, so it takes no part in comparing or
+/// hashing rules; every change to the name or the algorithm resets it.
+#[derive(Debug, Clone, Default)]
+struct Derived(std::sync::OnceLock<DerivedStrings>);
+
+#[derive(Debug, Clone)]
+struct DerivedStrings {
+    state_name: std::sync::Arc<str>,
+    /// `<state name>:<state part>:`.
+    state_prefix: Box<str>,
+}
+
+impl Derived {
+    const fn empty() -> Derived {
+        Derived(std::sync::OnceLock::new())
+    }
+}
+
+impl PartialEq for Derived {
+    fn eq(&self, _: &Derived) -> bool {
+        true
+    }
+}
+
+impl Eq for Derived {}
+
+impl std::hash::Hash for Derived {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 const fn ms(d: Duration) -> u64 {
@@ -131,6 +165,7 @@ impl Rule {
             name: None,
             penalty: None,
             state_limit: limit,
+            derived: Derived::empty(),
         }
     }
 
@@ -215,6 +250,7 @@ impl Rule {
             Algorithm::SlidingLog | Algorithm::FixedWindow => {}
         }
         self.algorithm = algorithm;
+        self.derived = Derived::empty();
         Ok(self)
     }
 
@@ -233,6 +269,7 @@ impl Rule {
             )));
         }
         self.name = Some(name.into());
+        self.derived = Derived::empty();
         Ok(self)
     }
 
@@ -292,8 +329,33 @@ impl Rule {
     pub fn state_name(&self) -> std::borrow::Cow<'_, str> {
         match &self.name {
             Some(name) => std::borrow::Cow::Borrowed(name),
-            None => std::borrow::Cow::Owned(format!("{}-{}", self.state_limit, self.window_ms)),
+            None => std::borrow::Cow::Owned(self.unnamed_state_name()),
         }
+    }
+
+    /// [`Rule::state_name`], shared: built once per rule, then cloned
+    /// without allocating (what metrics label every decision with).
+    pub(crate) fn state_label(&self) -> std::sync::Arc<str> {
+        self.derived().state_name.clone()
+    }
+
+    fn derived(&self) -> &DerivedStrings {
+        self.derived.0.get_or_init(|| {
+            let state_name: std::sync::Arc<str> = self.state_name().into();
+            let mut state_prefix = String::from(&*state_name);
+            state_prefix.push(':');
+            self.write_state_part(&mut state_prefix);
+            state_prefix.push(':');
+            DerivedStrings { state_name, state_prefix: state_prefix.into() }
+        })
+    }
+
+    fn unnamed_state_name(&self) -> String {
+        let mut name = String::new();
+        push_u64(&mut name, self.state_limit.get().into());
+        name.push('-');
+        push_u64(&mut name, self.window_ms);
+        name
     }
 
     /// The same rule — the same state in every store — enforcing `limit`
@@ -314,30 +376,27 @@ impl Rule {
         Rule { limit, ..self.clone() }
     }
 
-    /// Appends `<state name>:<state part>:` to `out` without allocating
-    /// anything else (the memory store's hot path).
+    /// Appends `<state name>:<state part>:` to `out` (built once per rule).
     pub(crate) fn write_state_prefix(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        match &self.name {
-            Some(name) => out.push_str(name),
-            None => {
-                let _ = write!(out, "{}-{}", self.state_limit, self.window_ms);
-            }
-        }
-        out.push(':');
-        self.write_state_part(out);
-        out.push(':');
+        out.push_str(&self.derived().state_prefix);
     }
 
     /// Appends [`Rule::state_part`] to `out`: the one place it is spelled.
     fn write_state_part(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        let _ = match self.algorithm {
-            Algorithm::SlidingLog => write!(out, "log"),
-            Algorithm::Gcra => write!(out, "gcra"),
-            Algorithm::SlidingCounter { buckets } => write!(out, "c{buckets}w{}", self.window_ms),
-            Algorithm::FixedWindow => write!(out, "f{}", self.window_ms),
-        };
+        match self.algorithm {
+            Algorithm::SlidingLog => out.push_str("log"),
+            Algorithm::Gcra => out.push_str("gcra"),
+            Algorithm::SlidingCounter { buckets } => {
+                out.push('c');
+                push_u64(out, buckets.get().into());
+                out.push('w');
+                push_u64(out, self.window_ms);
+            }
+            Algorithm::FixedWindow => {
+                out.push('f');
+                push_u64(out, self.window_ms);
+            }
+        }
     }
 
     /// Names the kind of state this rule keeps, so rules that read state
@@ -348,6 +407,22 @@ impl Rule {
         self.write_state_part(&mut part);
         part.into()
     }
+}
+
+/// Appends `n` in decimal: what `write!(out, "{n}")` does, without the
+/// formatting machinery (keys are built on every check).
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 impl fmt::Display for Rule {

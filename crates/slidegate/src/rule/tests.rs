@@ -80,3 +80,40 @@ fn scaled_gcra_stays_within_its_bound() {
     assert!(u64::from(up.limit()) * up.window_ms() < GCRA_MAX_PRODUCT);
     assert!(up.limit() > rule.limit());
 }
+
+#[test]
+fn cached_strings_follow_the_rule() {
+    let rule = Rule::per_second(nz(7));
+    assert_eq!(&*rule.state_label(), "7-1000");
+    let named = rule.clone().named("api").unwrap();
+    assert_eq!(&*named.state_label(), "api", "renaming resets the cached label");
+    assert_eq!(&*named.clone().named("web").unwrap().state_label(), "web");
+    assert_eq!(&*rule.scaled(nz(3)).state_label(), "7-1000", "a scaled rule keeps its state name");
+    assert_eq!(rule, Rule::per_second(nz(7)), "the cache takes no part in equality");
+    let prefix = |rule: &Rule| {
+        let mut out = String::new();
+        rule.write_state_prefix(&mut out);
+        out
+    };
+    assert_eq!(prefix(&rule), "7-1000:log:");
+    let counter = rule.with_algorithm(Algorithm::SLIDING_COUNTER).unwrap();
+    assert_eq!(prefix(&counter), "7-1000:c10w1000:", "a new algorithm resets the cached prefix");
+    assert_eq!(prefix(&counter.named("api").unwrap()), "api:c10w1000:");
+}
+
+#[test]
+fn state_names_and_parts_spell_numbers_in_decimal() {
+    let rule = Rule::new(u32::MAX, MAX_WINDOW).unwrap();
+    assert_eq!(rule.state_name(), format!("{}-{}", u32::MAX, MAX_WINDOW.as_millis()));
+    let counter = Rule::new(10, Duration::from_millis(1000))
+        .unwrap()
+        .with_algorithm(Algorithm::SlidingCounter { buckets: std::num::NonZeroU16::new(1000).unwrap() })
+        .unwrap();
+    assert_eq!(counter.state_part(), "c1000w1000");
+    let fixed =
+        Rule::new(1, Duration::from_millis(1)).unwrap().with_algorithm(Algorithm::FixedWindow).unwrap();
+    assert_eq!(fixed.state_part(), "f1");
+    let mut prefix = String::new();
+    fixed.write_state_prefix(&mut prefix);
+    assert_eq!(prefix, "1-1:f1:");
+}
