@@ -59,6 +59,18 @@ fn memory_store(c: &mut Criterion) {
             });
         });
     }
+    // The same with the default clock (`SystemClock`, a system call's
+    // worth of time per check: ~30 ns here), as an application runs it.
+    for rule in rules().into_iter().take(2) {
+        group.bench_function(format!("{}_system_clock", rule.algorithm().short_name()), |b| {
+            let store = MemoryStore::new();
+            let mut i = 0usize;
+            b.iter(|| {
+                i = (i + 1) % keys.len();
+                black_box(store.check_sync(&rule, &keys[i], 1))
+            });
+        });
+    }
     // The in-process baseline: governor's keyed GCRA limiter (a sharded
     // concurrent map of its own), 100 per minute, the same keys.
     group.bench_function("governor_keyed", |b| {

@@ -37,9 +37,7 @@ pub fn encode_identity(key: &str) -> Result<Cow<'_, str>, Error> {
     if key.is_empty() {
         return Err(Error::new(ErrorKind::InvalidKey, "key must not be empty"));
     }
-    let plain = key.len() <= MAX_IDENTITY_LEN
-        && !key.starts_with('#')
-        && !key.chars().any(|c| c == '{' || c == '}' || c.is_control());
+    let plain = key.len() <= MAX_IDENTITY_LEN && !key.starts_with('#') && !has_hostile_char(key);
     if plain {
         return Ok(Cow::Borrowed(key));
     }
@@ -50,6 +48,16 @@ pub fn encode_identity(key: &str) -> Result<Cow<'_, str>, Error> {
         let _ = write!(out, "{byte:02x}");
     }
     Ok(Cow::Owned(out))
+}
+
+/// Whether `key` holds `{`, `}` or a control character. ASCII keys (the
+/// common case) are checked byte by byte; others char by char, since
+/// control characters also live outside ASCII (U+0080..U+009F).
+fn has_hostile_char(key: &str) -> bool {
+    if key.is_ascii() {
+        return key.bytes().any(|b| b == b'{' || b == b'}' || b.is_ascii_control());
+    }
+    key.chars().any(|c| c == '{' || c == '}' || c.is_control())
 }
 
 /// Checks that `cost` can ever be admitted under `rule`.
@@ -76,7 +84,10 @@ mod tests {
 
     #[test]
     fn digests_hostile_and_long_keys() {
-        for key in ["a{b}", "x\ny", "#abc", "\u{7f}", &"k".repeat(129), &"é".repeat(1 << 19)] {
+        let long = "k".repeat(129);
+        let huge = "é".repeat(1 << 19);
+        let hostile = ["a{b}", "x\ny", "#abc", "\u{7f}", "é\u{85}", "用{户", "\u{0}", &long, &huge];
+        for key in hostile {
             let id = encode_identity(key).unwrap();
             assert!(id.starts_with('#') && id.len() == 33, "{key:?} -> {id}");
             assert_eq!(encode_identity(key).unwrap(), id, "stable");

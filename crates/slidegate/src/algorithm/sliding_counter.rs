@@ -33,6 +33,13 @@ fn geometry(rule: &Rule) -> (i128, i128) {
 /// The bucket holding millisecond `t`.
 pub fn bucket_of(rule: &Rule, t: i128) -> i64 {
     let (b, w) = geometry(rule);
+    // 64-bit arithmetic whenever it cannot overflow (every real clock):
+    // 128-bit division is a slow library call.
+    if let (Ok(t), Ok(b), Ok(w)) = (i64::try_from(t), i64::try_from(b), i64::try_from(w))
+        && let Some(tb) = t.checked_mul(b)
+    {
+        return tb.div_euclid(w);
+    }
     (t * b).div_euclid(w) as i64
 }
 
@@ -40,6 +47,12 @@ pub fn bucket_of(rule: &Rule, t: i128) -> i64 {
 /// `ceil((j + 1)·W / B) + W - 1`.
 pub fn drop_time(rule: &Rule, j: i64) -> i128 {
     let (b, w) = geometry(rule);
+    if let (Ok(b), Ok(w)) = (i64::try_from(b), i64::try_from(w))
+        && let Some(start_next) = j.checked_add(1).and_then(|n| n.checked_mul(w))
+        && let Some(neg) = start_next.checked_neg()
+    {
+        return i128::from(-(neg.div_euclid(b))) + i128::from(w) - 1;
+    }
     let start_next = (i128::from(j) + 1) * w;
     -((-start_next).div_euclid(b)) + w - 1
 }
@@ -50,12 +63,10 @@ impl SlidingCounter {
         SlidingCounter::default()
     }
 
-    /// Decides a request of `cost` (1..=limit) at `now` *without* counting
-    /// it: an admitting decision reports what is left before the charge.
-    pub fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
-        let limit = u64::from(rule.limit());
-        let now_i = i128::from(now);
-        let first = bucket_of(rule, now_i - i128::from(rule.window_ms()) + 1);
+    /// Drops the buckets that no longer count at `now`; returns the cost
+    /// still counted.
+    fn prune(&mut self, rule: &Rule, now: u64) -> u64 {
+        let first = bucket_of(rule, i128::from(now) - i128::from(rule.window_ms()) + 1);
         while let Some(&(idx, count)) = self.buckets.front() {
             if idx >= first {
                 break;
@@ -63,14 +74,27 @@ impl SlidingCounter {
             self.buckets.pop_front();
             self.total -= u64::from(count);
         }
-        let used = self.total;
-        if used + u64::from(cost) <= limit {
+        self.total
+    }
+
+    /// Decides a request of `cost` (1..=limit) at `now` *without* counting
+    /// it: an admitting decision reports what is left before the charge.
+    pub fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let used = self.prune(rule, now);
+        if used + u64::from(cost) <= u64::from(rule.limit()) {
             return Decision::allowed(
                 rule.limit(),
-                (limit - used) as u32,
+                (u64::from(rule.limit()) - used) as u32,
                 self.until(self.expires_at(rule), now),
             );
         }
+        self.limited(rule, now, cost, used).0
+    }
+
+    /// The denial of a request of `cost` when `used` is counted, and
+    /// [`expires_at`](Self::expires_at).
+    fn limited(&self, rule: &Rule, now: u64, cost: u32, used: u64) -> (Decision, i128) {
+        let limit = u64::from(rule.limit());
         let excess = used + u64::from(cost) - limit;
         let mut freed = 0u64;
         let mut retry_at = i128::from(now);
@@ -81,29 +105,46 @@ impl SlidingCounter {
                 break;
             }
         }
-        Decision::limited(
+        let expires_at = self.expires_at(rule);
+        let decision = Decision::limited(
             rule.limit(),
             (limit - used.min(limit)) as u32,
             self.until(retry_at, now),
-            self.until(self.expires_at(rule), now),
-        )
+            self.until(expires_at, now),
+        );
+        (decision, expires_at)
     }
 
     /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.
     pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
-        let peeked = self.peek(rule, now, cost);
-        if !peeked.allowed {
-            return peeked;
+        self.check_expiring(rule, now, cost).0
+    }
+
+    /// [`check`](Self::check), also returning [`expires_at`](Self::expires_at)
+    /// after it (computed once: the memory store needs both).
+    pub(crate) fn check_expiring(&mut self, rule: &Rule, now: u64, cost: u32) -> (Decision, i128) {
+        let used = self.prune(rule, now);
+        if used + u64::from(cost) > u64::from(rule.limit()) {
+            return self.limited(rule, now, cost, used);
         }
         let cur = bucket_of(rule, i128::from(now));
-        let at = self.buckets.partition_point(|&(idx, _)| idx < cur);
-        match self.buckets.get_mut(at) {
+        match self.buckets.back_mut() {
+            // The common case: time moved forward, or not at all.
             Some((idx, count)) if *idx == cur => *count += cost,
-            _ => self.buckets.insert(at, (cur, cost)),
+            Some(&mut (idx, _)) if idx > cur => {
+                // The clock stepped back: keep the buckets sorted.
+                let at = self.buckets.partition_point(|&(idx, _)| idx < cur);
+                match self.buckets.get_mut(at) {
+                    Some((idx, count)) if *idx == cur => *count += cost,
+                    _ => self.buckets.insert(at, (cur, cost)),
+                }
+            }
+            _ => self.buckets.push_back((cur, cost)),
         }
         self.total += u64::from(cost);
         let remaining = (u64::from(rule.limit()) - self.total) as u32;
-        Decision::allowed(rule.limit(), remaining, self.until(self.expires_at(rule), now))
+        let expires_at = self.expires_at(rule);
+        (Decision::allowed(rule.limit(), remaining, self.until(expires_at, now)), expires_at)
     }
 
     fn until(&self, at: i128, now: u64) -> Duration {
@@ -113,5 +154,51 @@ impl SlidingCounter {
     /// When the newest bucket stops counting (0 when empty).
     pub fn expires_at(&self, rule: &Rule) -> i128 {
         self.buckets.back().map_or(0, |&(idx, _)| drop_time(rule, idx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU16;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// The definitions in 128-bit arithmetic, which the 64-bit fast paths
+    /// must match everywhere.
+    fn reference(rule: &Rule, t: i128, j: i64) -> (i64, i128) {
+        let (b, w) = geometry(rule);
+        let start_next = (i128::from(j) + 1) * w;
+        ((t * b).div_euclid(w) as i64, -((-start_next).div_euclid(b)) + w - 1)
+    }
+
+    #[test]
+    fn fast_bucket_arithmetic_matches_the_definition() {
+        let huge = i128::from(i64::MAX);
+        for (buckets, window) in [(1, 1), (10, 60_000), (7, 1_000), (1000, 1000), (1000, 31_622_400_000)] {
+            let rule = Rule::new(5, Duration::from_millis(window))
+                .unwrap()
+                .with_algorithm(Algorithm::SlidingCounter { buckets: NonZeroU16::new(buckets).unwrap() })
+                .unwrap();
+            for t in [
+                -huge * 4,
+                -huge - 1,
+                -huge,
+                -60_001,
+                -1,
+                0,
+                1,
+                999,
+                1_700_000_000_123,
+                huge / 1000,
+                huge,
+                huge * 3,
+            ] {
+                let j = i64::try_from(t.clamp(i128::from(i64::MIN), i128::from(i64::MAX))).unwrap();
+                let (bucket, drop) = reference(&rule, t, j);
+                assert_eq!(bucket_of(&rule, t), bucket, "bucket_of({t}) for {buckets}/{window}");
+                assert_eq!(drop_time(&rule, j), drop, "drop_time({j}) for {buckets}/{window}");
+            }
+        }
     }
 }

@@ -45,6 +45,12 @@ impl SlidingLog {
         if used + u64::from(cost) <= limit {
             return Decision::allowed(rule.limit(), (limit - used) as u32, self.reset_after(window, now));
         }
+        self.limited(rule, now, cost)
+    }
+
+    /// The denial of a request of `cost` (after pruning).
+    fn limited(&self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let (limit, window, used) = (u64::from(rule.limit()), rule.window_ms(), self.total);
         // Oldest charges leave first; find the one whose expiry frees enough.
         let excess = used + u64::from(cost) - limit;
         let mut freed = 0u64;
@@ -66,16 +72,21 @@ impl SlidingLog {
 
     /// Decides a request of `cost` (1..=limit) at `now`, recording it if admitted.
     pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
-        let peeked = self.peek(rule, now, cost);
-        if !peeked.allowed {
-            return peeked;
+        let (limit, window) = (u64::from(rule.limit()), rule.window_ms());
+        self.prune(window, now);
+        if self.total + u64::from(cost) > limit {
+            return self.limited(rule, now, cost);
         }
-        // Keep the log sorted even when the clock steps back.
-        let at = self.entries.partition_point(|&(ts, _)| ts <= now);
-        self.entries.insert(at, (now, cost));
+        if self.entries.back().is_none_or(|&(ts, _)| ts <= now) {
+            self.entries.push_back((now, cost));
+        } else {
+            // The clock stepped back: keep the log sorted.
+            let at = self.entries.partition_point(|&(ts, _)| ts <= now);
+            self.entries.insert(at, (now, cost));
+        }
         self.total += u64::from(cost);
-        let remaining = (u64::from(rule.limit()) - self.total) as u32;
-        Decision::allowed(rule.limit(), remaining, self.reset_after(rule.window_ms(), now))
+        let remaining = (limit - self.total) as u32;
+        Decision::allowed(rule.limit(), remaining, self.reset_after(window, now))
     }
 
     fn reset_after(&self, window: u64, now: u64) -> Duration {

@@ -8,7 +8,8 @@ use crate::{Decision, PenaltyState, Rule, State};
 
 pub(super) struct Entry {
     state: AlgorithmState,
-    penalty: Option<PenaltyState>,
+    /// Boxed: rare, and the map's slots stay small (fewer cache lines per check).
+    penalty: Option<Box<PenaltyState>>,
     /// Time (ms) from which the entry holds nothing and may be dropped.
     pub(super) expires_at: u64,
 }
@@ -22,8 +23,8 @@ impl Entry {
     /// (what `peek` then `finish` do, without evaluating twice).
     pub(super) fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         debug_assert!(rule.penalty().is_none());
-        let decision = self.state.check(rule, now, cost);
-        self.expires_at = self.state.expires_at(rule);
+        let (decision, expires_at) = self.state.check_expiring(rule, now, cost);
+        self.expires_at = expires_at;
         decision
     }
 

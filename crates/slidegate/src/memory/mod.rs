@@ -1,6 +1,5 @@
 //! The embedded in-memory store.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -8,6 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 mod entry;
 
 use entry::Entry;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry as Slot;
 
 use crate::{
     Clock, Decision, Dimension, Error, ErrorKind, MultiDecision, Rule, Store, SystemClock, encode_identity,
@@ -20,15 +21,17 @@ pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 /// Every this many operations a shard drops its expired keys.
 const SWEEP_EVERY: u32 = 4096;
 
+/// One lock's share of the keys. The key's hash, computed once per
+/// check, picks the shard (bits 32..) and the slot in its table.
 #[derive(Default)]
 struct Shard {
-    map: HashMap<Box<str>, Entry, foldhash::fast::RandomState>,
+    map: HashTable<(Box<str>, Entry)>,
     ops: u32,
 }
 
 impl Shard {
     fn sweep(&mut self, now: u64) {
-        self.map.retain(|_, e| e.expires_at > now);
+        self.map.retain(|(_, e)| e.expires_at > now);
     }
 }
 
@@ -186,13 +189,13 @@ impl MemoryStore {
         MAP_KEY.with_borrow_mut(|map_key| {
             map_key.clear();
             write_map_key(rule, key, map_key)?;
-            let shard_index = self.shard_of(map_key);
-            let mut shard = lock(&self.inner.shards[shard_index]);
+            let hash = self.hash(map_key);
+            let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
             shard.ops = shard.ops.wrapping_add(1);
             if shard.ops.is_multiple_of(SWEEP_EVERY) {
                 shard.sweep(now);
             }
-            let entry = self.entry(&mut shard, map_key, rule, now)?;
+            let entry = self.entry(&mut shard, map_key, hash, rule, now)?;
             if rule.penalty().is_none() {
                 return Ok(entry.check(rule, now, cost));
             }
@@ -214,58 +217,64 @@ impl MemoryStore {
         let mut keys = Vec::with_capacity(dimensions.len());
         for (rule, key) in dimensions {
             let map_key = map_key(rule, key)?;
-            let shard = self.shard_of(&map_key);
-            keys.push((map_key, shard));
+            let hash = self.hash(&map_key);
+            keys.push((map_key, hash, self.shard_of(hash)));
         }
-        let mut order: Vec<usize> = keys.iter().map(|(_, shard)| *shard).collect();
+        let mut order: Vec<usize> = keys.iter().map(|(_, _, shard)| *shard).collect();
         order.sort_unstable();
         order.dedup();
         let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
             order.iter().map(|&i| (i, lock(&self.inner.shards[i]))).collect();
         let now = self.inner.clock.now_ms();
         let mut peeked = Vec::with_capacity(dimensions.len());
-        for ((rule, _), (map_key, shard)) in dimensions.iter().zip(&keys) {
-            let entry = self.entry(guard_of(&mut guards, *shard), map_key, rule, now)?;
+        for ((rule, _), (map_key, hash, shard)) in dimensions.iter().zip(&keys) {
+            let entry = self.entry(guard_of(&mut guards, *shard), map_key, *hash, rule, now)?;
             peeked.push(entry.peek(rule, now, cost));
         }
         let charge = peeked.iter().all(|d| d.allowed);
         let mut decisions = Vec::with_capacity(dimensions.len());
-        for (((rule, _), (map_key, shard)), peek) in dimensions.iter().zip(&keys).zip(peeked) {
-            let entry = self.entry(guard_of(&mut guards, *shard), map_key, rule, now)?;
+        for (((rule, _), (map_key, hash, shard)), peek) in dimensions.iter().zip(&keys).zip(peeked) {
+            let entry = self.entry(guard_of(&mut guards, *shard), map_key, *hash, rule, now)?;
             decisions.push(entry.finish(rule, now, cost, peek, charge));
         }
         Ok(MultiDecision::from_decisions(decisions))
     }
 
-    fn shard_of(&self, map_key: &str) -> usize {
-        (self.inner.hasher.hash_one(map_key) as usize) & (self.inner.shards.len() - 1)
+    fn hash(&self, map_key: &str) -> u64 {
+        self.inner.hasher.hash_one(map_key)
     }
 
-    /// The entry of `map_key` in `shard`, created if the store has room.
+    /// The shard of a key hash: bits 32.. (a table slot is picked by the
+    /// low bits and a tag by the top 7, so the three stay independent).
+    fn shard_of(&self, hash: u64) -> usize {
+        ((hash >> 32) as usize) & (self.inner.shards.len() - 1)
+    }
+
+    /// The entry of `map_key` (hashing to `hash`) in `shard`, created if the
+    /// store has room. One lookup when the key is there.
     fn entry<'s>(
         &self,
         shard: &'s mut Shard,
         map_key: &str,
+        hash: u64,
         rule: &Rule,
         now: u64,
     ) -> Result<&'s mut Entry, Error> {
-        if !shard.map.contains_key(map_key) {
-            if shard.map.len() >= self.inner.max_keys_per_shard {
-                shard.sweep(now);
-                if shard.map.len() >= self.inner.max_keys_per_shard {
-                    return Err(Error::new(
-                        ErrorKind::CapacityExhausted,
-                        format!("memory store holds its maximum of {} keys", self.inner.max_keys),
-                    ));
-                }
+        let rehash = |(key, _): &(Box<str>, Entry)| self.hash(key);
+        let table = match shard.map.entry(hash, |(key, _)| **key == *map_key, rehash) {
+            Slot::Occupied(found) => return Ok(&mut found.into_mut().1),
+            Slot::Vacant(vacant) => vacant.into_table(),
+        };
+        if table.len() >= self.inner.max_keys_per_shard {
+            table.retain(|(_, e)| e.expires_at > now);
+            if table.len() >= self.inner.max_keys_per_shard {
+                return Err(Error::new(
+                    ErrorKind::CapacityExhausted,
+                    format!("memory store holds its maximum of {} keys", self.inner.max_keys),
+                ));
             }
-            shard.map.insert(map_key.into(), Entry::new(rule));
         }
-        // Just found or inserted under the same lock.
-        shard
-            .map
-            .get_mut(map_key)
-            .ok_or_else(|| Error::new(ErrorKind::Backend, "memory store lost an entry it just inserted"))
+        Ok(&mut table.insert_unique(hash, (map_key.into(), Entry::new(rule)), rehash).into_mut().1)
     }
 }
 
