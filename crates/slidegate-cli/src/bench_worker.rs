@@ -12,6 +12,7 @@ use rand::rngs::SmallRng;
 use slidegate::{Limiter, State, Store};
 
 use crate::bench::{BenchPlan, Bound};
+use crate::bench_pacer::Pacer;
 use crate::cli::KeyOrder;
 use crate::store_calls::{Observed, asking};
 
@@ -59,6 +60,8 @@ pub(crate) struct Worker<S> {
     pub(crate) latency: Histogram<u64>,
     /// The counters every task adds to.
     pub(crate) tally: Arc<Tally>,
+    /// The open loop's schedule (`--rate`), shared by all tasks.
+    pub(crate) pacer: Option<Arc<Pacer>>,
 }
 
 impl<S: Store> Worker<S> {
@@ -67,8 +70,14 @@ impl<S: Store> Worker<S> {
         let mut key = String::new();
         let mut since_yield = 0;
         loop {
+            // Open loop: wait for the pacer to release a ticket. Ticket n
+            // is due n / rate after the start; being taken only once
+            // released, it is due by now.
+            let late = match &self.pacer {
+                Some(pacer) => pacer.next().await,
+                None => false,
+            };
             let ticket = self.tally.issued.fetch_add(1, Relaxed);
-            // Open loop: ticket n is due n / rate after the start.
             let due = self.plan.rate.map(|rate| self.started + Duration::from_secs_f64(ticket as f64 / rate));
             let done = match self.plan.bound {
                 Bound::Requests(total) => ticket >= total,
@@ -84,17 +93,13 @@ impl<S: Store> Worker<S> {
             key.clear();
             let _ = write!(key, "bench-{index}");
 
-            // Latency counts from when the request was due if it is late
-            // (it waited behind slow answers: that is the system's), from
-            // the wake-up if this task was early and slept (the timer's
-            // millisecond granularity is the tool's, not the system's).
+            // Latency counts from when the request was due if this task
+            // was late (it waited behind slow answers: that is the
+            // system's), from the release if it was waiting for the ticket
+            // (the pacer's 100 µs steps are the tool's, not the system's).
             let asked_at = match due {
-                Some(due) if due > Instant::now() => {
-                    tokio::time::sleep_until(due.into()).await;
-                    Instant::now()
-                }
-                Some(due) => due,
-                None => Instant::now(),
+                Some(due) if late => due,
+                _ => Instant::now(),
             };
             let (result, store_asked) =
                 asking(self.limiter.check_n(&self.plan.rule, &key, self.plan.cost)).await;

@@ -234,8 +234,9 @@ pub struct BenchArgs {
 
     /// Open loop: offer this many decisions per second in total, on a fixed
     /// schedule, whatever the answers' speed (at most `--concurrency` in
-    /// flight). Latency counts from the moment a request was due, so time a
-    /// request waited behind slow ones is included. Without it the run is
+    /// flight), released every 100 µs by a pacer thread. Latency counts
+    /// from the moment a request was due, so time a request waited behind
+    /// slow ones is included. Without it the run is
     /// closed-loop: every task asks again as soon as it is answered.
     #[arg(long, value_parser = parse_rate)]
     pub rate: Option<f64>,

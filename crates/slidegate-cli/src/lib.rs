@@ -22,6 +22,7 @@
 //! ```
 
 pub mod bench;
+mod bench_pacer;
 pub mod bench_report;
 pub mod bench_watch;
 mod bench_worker;

@@ -22,6 +22,7 @@ use slidegate::{
 };
 use tokio::sync::oneshot;
 
+use crate::bench_pacer::Pacer;
 use crate::bench_report::{BenchReport, Latency, rate};
 use crate::bench_watch::{BreakerWatch, Watched, progress_bar, watch};
 use crate::bench_worker::{Tally, Worker};
@@ -250,6 +251,7 @@ pub async fn execute<S: Store>(
     };
     let watcher = tokio::spawn(watch(watched, stopped));
 
+    let pacer = plan.rate.map(|rate| Pacer::start(rate, started).map(Arc::new)).transpose()?;
     let mut tasks = Vec::new();
     for task in 0..plan.concurrency {
         let worker = Worker {
@@ -260,6 +262,7 @@ pub async fn execute<S: Store>(
             rng: SmallRng::seed_from_u64(plan.seed.wrapping_add(task)),
             latency: template.clone(),
             tally: Arc::clone(&tally),
+            pacer: pacer.clone(),
         };
         tasks.push(tokio::spawn(worker.run()));
     }
@@ -269,6 +272,7 @@ pub async fn execute<S: Store>(
         latency.add(&histogram).context("cannot merge latency histograms")?;
     }
     let elapsed = started.elapsed();
+    drop(pacer);
     // The watcher polls once more after this, so a breaker still open at
     // the end is counted even in a run shorter than one poll.
     let _ = stop.send(());
