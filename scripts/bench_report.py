@@ -47,11 +47,16 @@ ceiling = float(re.search(r"([\d.]+) requests per second", ceiling_text).group(1
 ceiling_usec = float(re.search(r"usec_per_call=([\d.]+)", ceiling_text).group(1))
 attack_cache, attack_nocache = load("attack-cache"), load("attack-nocache")
 latency = load("latency-log")
+latency_floor = load("latency-memory")
+jitter = load("jitter")
 mem = {n: load("mem-" + n)["redis"]["memory_per_key"] for n in
        ["log-100", "log-1000", "naive-100", "naive-1000", "counter-100"]}
 gov = criterion_ns("memory_store_10k_keys/governor_keyed")
 mem_log = criterion_ns("memory_store_10k_keys/log")
 mem_counter = criterion_ns("memory_store_10k_keys/counter")
+# The same on the default SystemClock (governor reads its own TSC clock).
+sys_log = criterion_ns("memory_store_10k_keys/log_system_clock")
+sys_counter = criterion_ns("memory_store_10k_keys/counter_system_clock")
 threads1, threads2 = load("memory-threads-1"), load("memory-threads-2")
 
 
@@ -85,16 +90,21 @@ rows.append((5, "MEMORY USAGE per request, log key with 1,000 (past the listpack
 rows.append((5, "MEMORY USAGE, counter key (100 requests, 10 buckets)", f"{mem['counter-100']:.0f} B", "",
              "≤ 300 B", mem["counter-100"] <= 300))
 if gov:
-    target(6, "memory store, one thread, 10k keys: counter vs governor keyed", f"{mem_counter:.1f} ns",
+    target(6, "memory store, one thread, 10k keys: counter vs governor keyed (manual clock)",
+           f"{mem_counter:.1f} ns (system clock: {sys_counter:.1f} ns, {sys_counter / gov:.2f}×)",
            f"governor {gov:.1f} ns", mem_counter / gov, "<=", 2.0)
-    target(6, "memory store, one thread, 10k keys: log vs governor keyed", f"{mem_log:.1f} ns",
+    target(6, "memory store, one thread, 10k keys: log vs governor keyed (manual clock)",
+           f"{mem_log:.1f} ns (system clock: {sys_log:.1f} ns, {sys_log / gov:.2f}×)",
            f"governor {gov:.1f} ns", mem_log / gov, "<=", 3.0)
 target(6, "memory store through the limiter: two threads vs one", f"{dps(threads2):,.0f}/s",
        f"one {dps(threads1):,.0f}/s", dps(threads2) / dps(threads1), ">=", 1.6)
 p99, p999 = latency["latency_us"]["p99"], latency["latency_us"]["p999"]
-rows.append((7, f"open loop at {latency['offered_per_sec']:,.0f}/s (half the log's peak): p99", f"{p99} µs", "",
-             "≤ 1000 µs", p99 <= 1000))
-rows.append((7, "same run: p99.9", f"{p999} µs", "", "≤ 3000 µs", p999 <= 3000))
+floor = latency_floor["latency_us"]
+stalls = (f"; machine stalled > 1 ms {jitter['stalls_over_1ms']}× in {jitter['seconds']:.0f} s "
+          f"({100 * jitter['stalled_share']:.1f} % of the time)")
+rows.append((7, f"open loop at {latency['offered_per_sec']:,.0f}/s (half the log's peak): p99", f"{p99} µs",
+             f"same schedule, memory store: {floor['p99']} µs{stalls}", "≤ 1000 µs", p99 <= 1000))
+rows.append((7, "same run: p99.9", f"{p999} µs", f"memory store: {floor['p999']} µs", "≤ 3000 µs", p999 <= 3000))
 
 # The chart: throughput against concurrency.
 series = {"slidegate log": "log", "slidegate counter": "counter", "naive ZSET script": "naive"}
@@ -172,6 +182,7 @@ commands = {
     "attack-cache": "--algorithm log --limit 100 --window 1m --keys 1 --concurrency 64",
     "attack-nocache": "… the same, --no-deny-cache",
     "latency-log": f"--algorithm log … --keys 100000 --concurrency 64 --rate {latency['offered_per_sec']:.0f}",
+    "latency-memory": "… the same, --store memory (the load generator's own floor)",
     "mem-log-100": "--algorithm log --limit 100 --keys 1 --requests 100 --rate 2000 --redis-stats",
     "mem-log-1000": "--algorithm log --limit 1000 --keys 1 --requests 1000 --rate 2000 --redis-stats",
     "mem-naive-100": "--baseline naive-zset --limit 100 --keys 1 --requests 100 --rate 2000 --redis-stats",
