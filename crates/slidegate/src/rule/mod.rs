@@ -327,10 +327,7 @@ impl Rule {
     /// the configured limit even while adaptive limits enforce another).
     /// Contains only `A-Z a-z 0-9 _ - .`.
     pub fn state_name(&self) -> std::borrow::Cow<'_, str> {
-        match &self.name {
-            Some(name) => std::borrow::Cow::Borrowed(name),
-            None => std::borrow::Cow::Owned(self.unnamed_state_name()),
-        }
+        std::borrow::Cow::Borrowed(&self.derived().state_name)
     }
 
     /// [`Rule::state_name`], shared: built once per rule, then cloned
@@ -341,7 +338,10 @@ impl Rule {
 
     fn derived(&self) -> &DerivedStrings {
         self.derived.0.get_or_init(|| {
-            let state_name: std::sync::Arc<str> = self.state_name().into();
+            let state_name: std::sync::Arc<str> = match &self.name {
+                Some(name) => std::sync::Arc::from(&**name),
+                None => self.unnamed_state_name().into(),
+            };
             let mut state_prefix = String::from(&*state_name);
             state_prefix.push(':');
             self.write_state_part(&mut state_prefix);
@@ -403,9 +403,15 @@ impl Rule {
     /// differently never share it: `log`, `gcra`, `c<buckets>w<window ms>`
     /// (bucket indices depend on both) and `f<window ms>`.
     pub fn state_part(&self) -> std::borrow::Cow<'static, str> {
-        let mut part = String::new();
-        self.write_state_part(&mut part);
-        part.into()
+        match self.algorithm {
+            Algorithm::SlidingLog => "log".into(),
+            Algorithm::Gcra => "gcra".into(),
+            Algorithm::SlidingCounter { .. } | Algorithm::FixedWindow => {
+                let mut part = String::new();
+                self.write_state_part(&mut part);
+                part.into()
+            }
+        }
     }
 }
 
