@@ -7,6 +7,10 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::penalty::Penalty;
 
+mod derived;
+
+use derived::{Derived, push_u64};
+
 /// The longest window a rule may have (366 days).
 ///
 /// Bounded so that every timestamp and deadline a store computes stays an
@@ -118,37 +122,6 @@ pub struct Rule {
     /// Strings derived from the fields above, built once: every check
     /// builds a key from them and labels a metric with the state name.
     derived: Derived,
-}
-
-/// [`Rule::state_name`] and the state prefix of a rule, computed on first
-/// use. Derived from the other fields, so it takes no part in comparing or
-/// hashing rules; every change to the name or the algorithm resets it.
-#[derive(Debug, Clone, Default)]
-struct Derived(std::sync::OnceLock<DerivedStrings>);
-
-#[derive(Debug, Clone)]
-struct DerivedStrings {
-    state_name: std::sync::Arc<str>,
-    /// `<state name>:<state part>:`.
-    state_prefix: Box<str>,
-}
-
-impl Derived {
-    const fn empty() -> Derived {
-        Derived(std::sync::OnceLock::new())
-    }
-}
-
-impl PartialEq for Derived {
-    fn eq(&self, _: &Derived) -> bool {
-        true
-    }
-}
-
-impl Eq for Derived {}
-
-impl std::hash::Hash for Derived {
-    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 const fn ms(d: Duration) -> u64 {
@@ -336,28 +309,6 @@ impl Rule {
         self.derived().state_name.clone()
     }
 
-    fn derived(&self) -> &DerivedStrings {
-        self.derived.0.get_or_init(|| {
-            let state_name: std::sync::Arc<str> = match &self.name {
-                Some(name) => std::sync::Arc::from(&**name),
-                None => self.unnamed_state_name().into(),
-            };
-            let mut state_prefix = String::from(&*state_name);
-            state_prefix.push(':');
-            self.write_state_part(&mut state_prefix);
-            state_prefix.push(':');
-            DerivedStrings { state_name, state_prefix: state_prefix.into() }
-        })
-    }
-
-    fn unnamed_state_name(&self) -> String {
-        let mut name = String::new();
-        push_u64(&mut name, self.state_limit.get().into());
-        name.push('-');
-        push_u64(&mut name, self.window_ms);
-        name
-    }
-
     /// The same rule — the same state in every store — enforcing `limit`
     /// instead: what [adaptive limits](crate::adaptive) check with. The state
     /// name stays the configured rule's, also for an unnamed rule, so
@@ -413,22 +364,6 @@ impl Rule {
             }
         }
     }
-}
-
-/// Appends `n` in decimal: what `write!(out, "{n}")` does, without the
-/// formatting machinery (keys are built on every check).
-fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 impl fmt::Display for Rule {

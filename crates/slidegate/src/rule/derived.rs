@@ -1,0 +1,77 @@
+//! Strings derived from a rule's fields, built once per rule: its state
+//! name and the prefix of its state's keys.
+
+use super::Rule;
+
+/// [`Rule::state_name`] and the state prefix of a rule, computed on first
+/// use. Derived from the other fields, so it takes no part in comparing or
+/// hashing rules; every change to the name or the algorithm resets it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Derived(std::sync::OnceLock<DerivedStrings>);
+
+#[derive(Debug, Clone)]
+pub(super) struct DerivedStrings {
+    pub(super) state_name: std::sync::Arc<str>,
+    /// `<state name>:<state part>:`.
+    pub(super) state_prefix: Box<str>,
+}
+
+impl Derived {
+    pub(super) const fn empty() -> Derived {
+        Derived(std::sync::OnceLock::new())
+    }
+}
+
+impl PartialEq for Derived {
+    fn eq(&self, _: &Derived) -> bool {
+        true
+    }
+}
+
+impl Eq for Derived {}
+
+impl std::hash::Hash for Derived {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+}
+
+impl Rule {
+    /// The derived strings, built on first use.
+    pub(super) fn derived(&self) -> &DerivedStrings {
+        self.derived.0.get_or_init(|| {
+            let state_name: std::sync::Arc<str> = match &self.name {
+                Some(name) => std::sync::Arc::from(&**name),
+                None => self.unnamed_state_name().into(),
+            };
+            let mut state_prefix = String::from(&*state_name);
+            state_prefix.push(':');
+            self.write_state_part(&mut state_prefix);
+            state_prefix.push(':');
+            DerivedStrings { state_name, state_prefix: state_prefix.into() }
+        })
+    }
+
+    fn unnamed_state_name(&self) -> String {
+        let mut name = String::new();
+        push_u64(&mut name, self.state_limit.get().into());
+        name.push('-');
+        push_u64(&mut name, self.window_ms);
+        name
+    }
+}
+
+/// Appends `n` in decimal: what `write!(out, "{n}")` does, without the
+/// formatting machinery (the Redis store spells a counter's state part on
+/// every call).
+pub(super) fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
