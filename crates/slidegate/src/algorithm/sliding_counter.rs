@@ -88,12 +88,11 @@ impl SlidingCounter {
                 self.until(self.expires_at(rule), now),
             );
         }
-        self.limited(rule, now, cost, used).0
+        self.limited(rule, now, cost, used)
     }
 
-    /// The denial of a request of `cost` when `used` is counted, and
-    /// [`expires_at`](Self::expires_at).
-    fn limited(&self, rule: &Rule, now: u64, cost: u32, used: u64) -> (Decision, i128) {
+    /// The denial of a request of `cost` when `used` is counted.
+    fn limited(&self, rule: &Rule, now: u64, cost: u32, used: u64) -> Decision {
         let limit = u64::from(rule.limit());
         let excess = used + u64::from(cost) - limit;
         let mut freed = 0u64;
@@ -105,46 +104,30 @@ impl SlidingCounter {
                 break;
             }
         }
-        let expires_at = self.expires_at(rule);
-        let decision = Decision::limited(
+        Decision::limited(
             rule.limit(),
             (limit - used.min(limit)) as u32,
             self.until(retry_at, now),
-            self.until(expires_at, now),
-        );
-        (decision, expires_at)
+            self.until(self.expires_at(rule), now),
+        )
     }
 
     /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.
     pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
-        self.check_expiring(rule, now, cost).0
-    }
-
-    /// [`check`](Self::check), also returning [`expires_at`](Self::expires_at)
-    /// after it (computed once: the memory store needs both).
-    pub(crate) fn check_expiring(&mut self, rule: &Rule, now: u64, cost: u32) -> (Decision, i128) {
         let used = self.prune(rule, now);
         if used + u64::from(cost) > u64::from(rule.limit()) {
             return self.limited(rule, now, cost, used);
         }
         let cur = bucket_of(rule, i128::from(now));
-        match self.buckets.back_mut() {
-            // The common case: time moved forward, or not at all.
+        // Sorted by index, also when the clock steps back.
+        let at = self.buckets.partition_point(|&(idx, _)| idx < cur);
+        match self.buckets.get_mut(at) {
             Some((idx, count)) if *idx == cur => *count += cost,
-            Some(&mut (idx, _)) if idx > cur => {
-                // The clock stepped back: keep the buckets sorted.
-                let at = self.buckets.partition_point(|&(idx, _)| idx < cur);
-                match self.buckets.get_mut(at) {
-                    Some((idx, count)) if *idx == cur => *count += cost,
-                    _ => self.buckets.insert(at, (cur, cost)),
-                }
-            }
-            _ => self.buckets.push_back((cur, cost)),
+            _ => self.buckets.insert(at, (cur, cost)),
         }
         self.total += u64::from(cost);
         let remaining = (u64::from(rule.limit()) - self.total) as u32;
-        let expires_at = self.expires_at(rule);
-        (Decision::allowed(rule.limit(), remaining, self.until(expires_at, now)), expires_at)
+        Decision::allowed(rule.limit(), remaining, self.until(self.expires_at(rule), now))
     }
 
     fn until(&self, at: i128, now: u64) -> Duration {

@@ -77,13 +77,9 @@ impl SlidingLog {
         if self.total + u64::from(cost) > limit {
             return self.limited(rule, now, cost);
         }
-        if self.entries.back().is_none_or(|&(ts, _)| ts <= now) {
-            self.entries.push_back((now, cost));
-        } else {
-            // The clock stepped back: keep the log sorted.
-            let at = self.entries.partition_point(|&(ts, _)| ts <= now);
-            self.entries.insert(at, (now, cost));
-        }
+        // Keep the log sorted even when the clock steps back.
+        let at = self.entries.partition_point(|&(ts, _)| ts <= now);
+        self.entries.insert(at, (now, cost));
         self.total += u64::from(cost);
         let remaining = (limit - self.total) as u32;
         Decision::allowed(rule.limit(), remaining, self.reset_after(window, now))
