@@ -14,8 +14,8 @@
 -- Reply    per dimension 7 integers: allowed (1|0; 1 = this dimension had
 --          room, charged only if all did), remaining, retry_after_ms,
 --          reset_after_ms, state (0 allowed, 1 warned, 2 limited, 3 banned),
---          violations, receipt (see unique_zadd in the prelude; 0 when not
---          charged or not a log);
+--          violations, receipt (1 when a log was charged, else 0; see
+--          LOG.charge);
 --          then `now` (ms), so a charge can be released (release.lua)
 
 local ALGORITHMS = { LOG, COUNTER, FIXED, GCRA }

@@ -1,31 +1,56 @@
 -- The sliding log's common case, run before any shared code is defined
 -- (defining the prelude's and the algorithm's functions costs about a
--- microsecond per call, measured): one unit of cost, admitted, this
--- millisecond's member "<now>" still free — one ZADD NX (see unique_zadd
--- in the prelude) — and, on a client clock, no entry later than now (the
--- entry is then the newest). Anything else falls through to the
--- single-check code after it, which decides from scratch: pruning twice is
--- a no-op, and on the server's clock that code reads TIME again (a request
--- decided a little later, still in one atomic call).
+-- microsecond per call, measured): an admitted request whose entries are
+-- the newest, in a key of its layout (see sliding_log.lua; same layouts,
+-- same arithmetic). Anything else — a denial, a client time older than the
+-- newest entry, a key in another layout, a list log to prune — falls
+-- through to the single-check code after it, which decides from scratch
+-- (on the server's clock it reads TIME again: a request decided a little
+-- later, still in one atomic call).
 --
--- KEYS and ARGV as in single.lua; the same reply.
+-- KEYS and ARGV as in single.lua. Reply when admitted: one integer, the
+-- remaining quota (reset_after is the window: the new entry is the
+-- newest); otherwise single.lua's.
 
-if ARGV[3] == '1' then
-  local key, window, client = KEYS[1], tonumber(ARGV[2]), ARGV[4] ~= ''
+do
+  local key, limit, window, cost = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
   local now = tonumber(ARGV[4])
-  if not client then
+  if now == nil then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-  local room = tonumber(ARGV[1]) - redis.call('ZCARD', key)
-  if room >= 1
-    and not (client and redis.call('ZCOUNT', key, string.format('(%d', now), '+inf') > 0)
-    and redis.call('ZADD', key, 'NX', now, now) == 1
-  then
-    -- The server's clock is taken not to step back (see LOG.charge), so
-    -- the entry is the newest; 1000 = SLACK_MS of the prelude.
-    redis.call('PEXPIRE', key, window + 1000)
-    return { 1, room - 1, 0, window }
+  -- 128 = PACKED_MAX, 6 = ENTRY, 2^48 = MAX_TIME, 1000 = SLACK_MS.
+  if limit <= 128 and now >= 0 and now < 281474976710656 then
+    local s = redis.pcall('GET', key)
+    if type(s) ~= 'table' then
+      s = s or ''
+      local n = #s / 6
+      local first = 0
+      if n > 0 and struct.unpack('>I6', s) <= now - window then
+        local hi = n
+        while first < hi do
+          local mid = math.floor((first + hi) / 2)
+          if struct.unpack('>I6', s, mid * 6 + 1) <= now - window then first = mid + 1 else hi = mid end
+        end
+      end
+      local used = n - first
+      if used + cost <= limit and (n == 0 or struct.unpack('>I6', s, #s - 5) <= now) then
+        local entry = struct.pack('>I6', now)
+        if cost > 1 then entry = string.rep(entry, cost) end
+        if first > 0 then s = string.sub(s, first * 6 + 1) end
+        redis.call('SET', key, s .. entry, 'PX', window + 1000)
+        return limit - used - cost
+      end
+    end
+  elseif limit > 128 and cost == 1 and ARGV[4] == '' then
+    local head = redis.pcall('LINDEX', key, 0)
+    if type(head) ~= 'table' and (not head or tonumber(head) > now - window) then
+      local n = redis.call('RPUSH', key, now)
+      if n <= limit then
+        redis.call('PEXPIRE', key, window + 1000)
+        return limit - n
+      end
+      redis.call('RPOP', key)
+    end
   end
 end

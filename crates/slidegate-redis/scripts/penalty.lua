@@ -1,6 +1,6 @@
 -- Penalty escalation (see slidegate::penalty for the pure model).
 --
--- viol key: sorted set of violation times (unique members, as the log).
+-- viol key: the violation times, a log in the list layout of sliding_log.lua.
 -- ban key:  string, the time (ms) the ban ends — a value rather than the
 --           key's TTL alone, so client-clock mode (trace replay) bans in
 --           trace time too. Both carry TTLs.
@@ -13,16 +13,14 @@ function PENALTY.ban_left(ban_key, now)
 end
 
 function PENALTY.count(viol_key, vwindow, now)
-  redis.call('ZREMRANGEBYSCORE', viol_key, '-inf', now - vwindow)
-  return redis.call('ZCARD', viol_key)
+  return LIST.open(viol_key, now - vwindow, vwindow).used
 end
 
 -- Records a violation at `now`; returns the count including it.
 function PENALTY.violate(viol_key, vwindow, now)
-  local count = PENALTY.count(viol_key, vwindow, now)
-  unique_zadd(viol_key, now, count, 1)
-  redis.call('PEXPIRE', viol_key, newest_leaves(viol_key, vwindow, now) + SLACK_MS)
-  return count + 1
+  local h = LIST.open(viol_key, now - vwindow, vwindow)
+  LIST.add(h, now, 1, vwindow)
+  return h.used + 1
 end
 
 function PENALTY.ban(ban_key, viol_key, now, ban_for)

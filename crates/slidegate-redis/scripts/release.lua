@@ -1,6 +1,6 @@
 -- Takes back charges made by check.lua: used when a multi-dimension check
 -- spans Cluster slots, one slot's dimensions were charged, and another
--- slot denied. Algorithms of this file only (prelude, then release code).
+-- slot denied. Preceded by the prelude and sliding_log.lua (src/scripts.rs).
 --
 -- KEYS     per dimension i, [i] the state key
 -- ARGV     [1] now_ms the charge was made at (check.lua's last reply value)
@@ -23,19 +23,9 @@ for i = 1, count do
   local receipt = tonumber(ARGV[o + 5])
   local key = KEYS[i]
   if algorithm == 1 then
-    -- The exact members added: "<now>", or "<now>:<n>" by their numbers
-    -- (see unique_zadd in the prelude).
-    if receipt == -1 then
-      redis.call('ZREM', key, now)
-    elseif receipt >= 0 then
-      local members = {}
-      for n = receipt, receipt + cost - 1 do
-        members[#members + 1] = string.format('%d:%d', now, n)
-        if #members >= 500 or n == receipt + cost - 1 then
-          redis.call('ZREM', key, unpack(members))
-          members = {}
-        end
-      end
+    -- `cost` entries at the charge's time (see LOG.release).
+    if receipt ~= 0 then
+      LOG.release(key, { limit = limit, window = window }, now, cost)
     end
   elseif algorithm == 2 then
     local field = string.format('%d', math.floor(now * buckets / window))

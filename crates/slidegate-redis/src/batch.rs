@@ -15,7 +15,7 @@ use redis::{RedisResult, ServerErrorKind};
 use slidegate::{BatchItem, Decision, Error, ErrorKind, validate_cost};
 
 use crate::cluster::identity_slot;
-use crate::commands::{self, Call};
+use crate::commands::{self, Call, Ints};
 use crate::connection::Backend;
 use crate::errors::from_redis;
 use crate::store::RedisStore;
@@ -74,7 +74,7 @@ pub(crate) async fn check_batch(
 fn file(
     requests: &[BatchItem<'_>],
     chunk: &[(usize, Call<'_>)],
-    replies: Vec<Result<Vec<i64>, Error>>,
+    replies: Vec<Result<Ints, Error>>,
     results: &mut [Option<Result<Decision, Error>>],
 ) {
     for ((i, call), reply) in chunk.iter().zip(replies) {
@@ -88,7 +88,7 @@ fn file(
 async fn send_reloading<C: ConnectionLike + Clone>(
     conn: C,
     calls: &[(usize, Call<'_>)],
-) -> Vec<Result<Vec<i64>, Error>> {
+) -> Vec<Result<Ints, Error>> {
     let mut replies = match pipeline(&conn, calls.iter().map(|(_, c)| c)).await {
         Ok(replies) => replies,
         Err(error) => return calls.iter().map(|_| Err(clone_error(&error))).collect(),
@@ -141,7 +141,7 @@ async fn send_reloading<C: ConnectionLike + Clone>(
 async fn pipeline<'c, C: ConnectionLike + Clone>(
     conn: &C,
     calls: impl Iterator<Item = &'c Call<'c>>,
-) -> Result<Vec<RedisResult<Vec<i64>>>, Error> {
+) -> Result<Vec<RedisResult<Ints>>, Error> {
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     for call in calls {

@@ -106,6 +106,29 @@ pub(crate) fn general<'s>(
     Ok(Call { script, cmd, shape: Shape::General(dimensions.len()) })
 }
 
+/// A script's reply: its integers. Replies are arrays of integers, except
+/// a fast script's admitted common case: one integer (see
+/// [`single_decision`]), which Redis answers without building an array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ints(Vec<i64>);
+
+impl redis::FromRedisValue for Ints {
+    fn from_redis_value(v: redis::Value) -> Result<Ints, redis::ParsingError> {
+        match v {
+            redis::Value::Int(n) => Ok(Ints(vec![n])),
+            other => Vec::<i64>::from_redis_value(other).map(Ints),
+        }
+    }
+}
+
+impl std::ops::Deref for Ints {
+    type Target = [i64];
+
+    fn deref(&self) -> &[i64] {
+        &self.0
+    }
+}
+
 fn unexpected(reply: &[i64]) -> Error {
     let shown: Vec<i64> = reply.iter().copied().take(16).collect();
     Error::new(ErrorKind::Backend, format!("unexpected script reply {shown:?}"))
@@ -119,8 +142,17 @@ fn count(v: i64) -> u32 {
     u32::try_from(v.max(0)).unwrap_or(u32::MAX)
 }
 
-/// Decodes a [`Shape::Single`] reply.
+/// Decodes a [`Shape::Single`] reply: `{allowed, remaining, retry, reset}`,
+/// or the log's admitted common case `remaining` alone (the request's entry
+/// is the newest, so the key empties one window from now).
 pub(crate) fn single_decision(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
+    if let &[remaining] = reply {
+        return Ok(Decision::allowed(
+            rule.limit(),
+            count(remaining),
+            Duration::from_millis(rule.window_ms()),
+        ));
+    }
     let &[allowed, remaining, retry_ms, reset_ms] = reply else { return Err(unexpected(reply)) };
     Ok(if allowed == 1 {
         Decision::allowed(rule.limit(), count(remaining), ms(reset_ms))

@@ -9,6 +9,7 @@ use slidegate::{Error, ErrorKind};
 use std::sync::Arc;
 
 use crate::cluster::ClusterPool;
+use crate::commands::Ints;
 use crate::scripts::{self, Scripts};
 use crate::sentinel::SentinelPool;
 use crate::url::redact_url;
@@ -22,7 +23,7 @@ pub(crate) enum Backend {
 
 impl Backend {
     /// Runs one script call (reloading the script on `NOSCRIPT`).
-    pub(crate) async fn run(&self, script: &Script, cmd: &Cmd) -> RedisResult<Vec<i64>> {
+    pub(crate) async fn run(&self, script: &Script, cmd: &Cmd) -> RedisResult<Ints> {
         match self {
             Backend::Standalone(conn) => scripts::run(&mut conn.clone(), script, cmd).await,
             Backend::Cluster(pool) => pool.run(script, cmd).await,

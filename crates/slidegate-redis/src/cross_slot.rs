@@ -92,7 +92,7 @@ pub(crate) async fn check_all(
 /// Releases one slot's reservation, once: an answer that came back (or
 /// was lost) after the script ran cannot be told apart from one that never
 /// ran, and running it twice could take back another request's charge of
-/// the same member number. If it fails, the charge stays until it leaves
+/// the same millisecond. If it fails, the charge stays until it leaves
 /// the window (every key has a TTL): the error errs on the side of the limit.
 async fn release(store: &RedisStore, part: &[Dimension<'_>], reply: &GeneralReply, cost: u32) {
     let call =

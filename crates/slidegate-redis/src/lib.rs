@@ -2,8 +2,9 @@
 //!
 //! [`RedisStore`] implements [`slidegate::Store`] on Redis: every decision
 //! is one atomic Lua script call (`scripts/*.lua`, one per algorithm), the
-//! Redis server's clock decides "now", sliding-log members are unique per
-//! admitted unit, every key carries a TTL, and identities are hash-tagged so
+//! Redis server's clock decides "now", the sliding log keeps one entry per
+//! admitted unit (a packed string up to a limit of 128, a list above; see
+//! `scripts/sliding_log.lua`), every key carries a TTL, and identities are hash-tagged so
 //! one identity's keys share a Cluster slot. Errors are
 //! [`slidegate::Error`]s, classified as transient (unreachable, timeout) or
 //! not at this crate's boundary.

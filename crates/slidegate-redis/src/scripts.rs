@@ -56,7 +56,13 @@ pub const CHECK: &str = concat!(
 );
 /// Full source of the script that takes back charges of the general script
 /// (cross-slot multi-dimension checks in a Cluster).
-pub const RELEASE: &str = include_str!("../scripts/release.lua");
+pub const RELEASE: &str = concat!(
+    include_str!("../scripts/prelude.lua"),
+    "\n",
+    include_str!("../scripts/sliding_log.lua"),
+    "\n",
+    include_str!("../scripts/release.lua")
+);
 
 /// The scripts, with their SHA1 computed once.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use slidegate::{
     validate_dimensions,
 };
 
-use crate::commands::{self, Call};
+use crate::commands::{self, Call, Ints};
 use crate::connection::Backend;
 use crate::cross_slot;
 use crate::errors::from_redis;
@@ -112,7 +112,7 @@ impl RedisStore {
     }
 
     /// Sends one call and returns its reply.
-    pub(crate) async fn send(&self, call: &Call<'_>) -> Result<Vec<i64>, Error> {
+    pub(crate) async fn send(&self, call: &Call<'_>) -> Result<Ints, Error> {
         self.inner
             .backend
             .run(call.script, &call.cmd)

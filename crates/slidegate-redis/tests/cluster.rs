@@ -123,18 +123,18 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
         .await
         .expect("connect");
     let global_key = slidegate_redis::state_key(store.prefix(), &global, "api").expect("key");
-    let global_count: u64 = redis::cmd("ZCARD").arg(global_key).query_async(&mut conn).await.expect("ZCARD");
+    let global_count = support::log_entries(&mut conn, &global_key).await;
     assert_eq!(global_count, admitted);
     let mut per_user_total = 0;
     for user in &users {
         let key = slidegate_redis::state_key(store.prefix(), &per_user, user).expect("key");
-        per_user_total += redis::cmd("ZCARD").arg(key).query_async::<u64>(&mut conn).await.expect("ZCARD");
+        per_user_total += support::log_entries(&mut conn, &key).await;
     }
     assert_eq!(per_user_total, admitted, "released reservations leave nothing behind");
 
     // Regression: every request in one millisecond (a frozen client clock),
-    // so releases free member numbers that later requests of the same
-    // millisecond meet again. No charge may be lost (over-admission) or
+    // so releases take back entries of the very time that later requests
+    // of the same millisecond add again. No charge may be lost (over-admission) or
     // left behind.
     let frozen = slidegate::ManualClock::new(slidegate_testkit::conformance::START_MS);
     let same_ms = RedisStore::builder(cluster.url())
@@ -167,8 +167,8 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
     let admitted = admitted.load(Ordering::Relaxed);
     assert!(admitted <= 50, "{admitted}");
     let key = slidegate_redis::state_key(same_ms.prefix(), &global, "api").expect("key");
-    let count: u64 = redis::cmd("ZCARD").arg(key).query_async(&mut conn).await.expect("ZCARD");
-    assert_eq!(count, admitted, "one member per admitted request, none lost, none left");
+    let count = support::log_entries(&mut conn, &key).await;
+    assert_eq!(count, admitted, "one entry per admitted request, none lost, none left");
     // Releases happened, and every one was answered: a failed one would be
     // retried by nobody, and a retried one could take back another
     // request's charge.

@@ -35,7 +35,7 @@ async fn concurrent_tasks_admit_exactly_the_limit() {
 }
 
 /// 1000 requests stamped with the same millisecond, from several clients
-/// (separate connections), admit exactly N: members never collapse.
+/// (separate connections), admit exactly N: entries never collapse.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_millisecond_requests_never_collapse() {
     let server = support::server();
@@ -61,8 +61,7 @@ async fn same_millisecond_requests_never_collapse() {
     assert_eq!(admitted, 100);
     let mut conn = support::inspect(&server).await;
     let key = slidegate_redis::state_key(&prefix, &rule, "ms").expect("key");
-    let members: u64 = redis::cmd("ZCARD").arg(&key).query_async(&mut conn).await.expect("ZCARD");
-    assert_eq!(members, 100, "one member per admitted request");
+    assert_eq!(support::log_entries(&mut conn, &key).await, 100, "one entry per admitted request");
 }
 
 /// Every key any algorithm writes carries a TTL: the longest time a charge

@@ -60,3 +60,19 @@ pub async fn assert_every_key_has_ttl(server: &RedisServer) {
         assert!(ttl != -1, "{key} has no TTL");
     }
 }
+
+/// The number of entries of the sliding log at `key`, in either layout: a
+/// packed string of 6-byte times (limits up to 128) or a list.
+pub async fn log_entries(conn: &mut impl redis::aio::ConnectionLike, key: &str) -> u64 {
+    let kind: String = redis::cmd("TYPE").arg(key).query_async(conn).await.expect("TYPE");
+    match kind.as_str() {
+        "string" => {
+            let bytes: u64 = redis::cmd("STRLEN").arg(key).query_async(conn).await.expect("STRLEN");
+            assert_eq!(bytes % 6, 0, "a packed log is whole 6-byte entries");
+            bytes / 6
+        }
+        "list" => redis::cmd("LLEN").arg(key).query_async(conn).await.expect("LLEN"),
+        "none" => 0,
+        other => panic!("{key} holds a {other}, not a sliding log"),
+    }
+}

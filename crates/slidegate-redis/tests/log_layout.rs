@@ -1,0 +1,132 @@
+//! The sliding log's two Redis layouts (a packed string up to a limit of
+//! 128, a list above): a named rule whose limit moves across 128 keeps its
+//! log, a sorted set left by an older slidegate is taken over, and keys
+//! the log cannot use are clear errors.
+
+mod support;
+
+use std::time::Duration;
+
+use slidegate::{Algorithm, ManualClock, Rule, Store};
+use slidegate_testkit::conformance::{START_MS, rule};
+
+const WINDOW: u64 = 60_000;
+
+fn api(limit: u32) -> Rule {
+    rule(limit, WINDOW, Algorithm::SlidingLog).named("api").expect("name")
+}
+
+async fn kind(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> String {
+    redis::cmd("TYPE").arg(key).query_async(conn).await.expect("TYPE")
+}
+
+async fn ttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query_async(conn).await.expect("PTTL")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_changed_across_the_layouts_keeps_the_log() {
+    let server = support::server();
+    let clock = ManualClock::new(START_MS);
+    let store = support::client_clock_store(&server, "layout-change", clock.clone()).await;
+    let mut conn = support::inspect(&server).await;
+    let key = slidegate_redis::state_key(store.prefix(), &api(100), "u").expect("key");
+
+    for i in 0..100 {
+        assert!(store.check(&api(100), "u", 1).await.expect("check").allowed, "request {i}");
+    }
+    assert!(!store.check(&api(100), "u", 1).await.expect("check").allowed);
+    assert_eq!(kind(&mut conn, &key).await, "string");
+
+    // Raised to 200: the same log, now a list; exactly 100 more fit.
+    clock.advance(Duration::from_millis(10));
+    for i in 0..100 {
+        let d = store.check(&api(200), "u", 1).await.expect("check");
+        assert!(d.allowed, "request {i}");
+        assert_eq!(d.remaining, 99 - i);
+    }
+    assert_eq!(kind(&mut conn, &key).await, "list");
+    let denied = store.check(&api(200), "u", 1).await.expect("check");
+    assert!(!denied.allowed);
+    // The oldest entry (START_MS) leaves first.
+    assert_eq!(denied.retry_after, Duration::from_millis(WINDOW - 10));
+    assert_eq!(denied.reset_after, Duration::from_millis(WINDOW));
+    assert_eq!(support::log_entries(&mut conn, &key).await, 200);
+
+    // Lowered to 100 again: packed, all 200 entries kept; room comes back
+    // once the 101st oldest (START_MS + 10) leaves.
+    clock.advance(Duration::from_millis(10));
+    let denied = store.check(&api(100), "u", 1).await.expect("check");
+    assert!(!denied.allowed);
+    assert_eq!(denied.retry_after, Duration::from_millis(WINDOW - 10));
+    assert_eq!(kind(&mut conn, &key).await, "string");
+    assert_eq!(support::log_entries(&mut conn, &key).await, 200);
+    let left = ttl(&mut conn, &key).await;
+    assert!(left > 0 && left <= (WINDOW + 1000) as i64, "TTL kept: {left}");
+
+    // Past the first 100 entries' window, the second 100 still count.
+    clock.set(START_MS + WINDOW);
+    let denied = store.check(&api(100), "u", 1).await.expect("check");
+    assert!(!denied.allowed);
+    assert_eq!(denied.retry_after, Duration::from_millis(10));
+    clock.set(START_MS + WINDOW + 10);
+    let d = store.check(&api(100), "u", 1).await.expect("check");
+    assert!(d.allowed);
+    assert_eq!(d.remaining, 99);
+    support::assert_every_key_has_ttl(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sorted_set_of_an_older_slidegate_is_taken_over() {
+    let server = support::server();
+    let clock = ManualClock::new(START_MS);
+    let store = support::client_clock_store(&server, "layout-zset", clock.clone()).await;
+    let mut conn = support::inspect(&server).await;
+    for (limit, layout) in [(5, "string"), (500, "list")] {
+        let rule = api(limit);
+        let identity = format!("old-{limit}");
+        let key = slidegate_redis::state_key(store.prefix(), &rule, &identity).expect("key");
+        // What slidegate 0.1 wrote: members "<ms>" and "<ms>:<n>", score = ms.
+        let () = redis::cmd("ZADD")
+            .arg(&key)
+            .arg(START_MS - 5)
+            .arg(START_MS - 5)
+            .arg(START_MS)
+            .arg(START_MS)
+            .arg(START_MS)
+            .arg(format!("{START_MS}:1"))
+            .query_async(&mut conn)
+            .await
+            .expect("ZADD");
+        let () =
+            redis::cmd("PEXPIRE").arg(&key).arg(WINDOW + 1000).query_async(&mut conn).await.expect("TTL");
+        let d = store.check(&rule, &identity, 1).await.expect("check");
+        assert!(d.allowed);
+        assert_eq!(d.remaining, limit - 4, "the three old entries count");
+        assert_eq!(kind(&mut conn, &key).await, layout);
+        assert_eq!(support::log_entries(&mut conn, &key).await, 4);
+    }
+    support::assert_every_key_has_ttl(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_keys_and_times_are_errors() {
+    let server = support::server();
+    let clock = ManualClock::new(START_MS);
+    let store = support::client_clock_store(&server, "layout-errors", clock.clone()).await;
+    let mut conn = support::inspect(&server).await;
+    for limit in [5, 500] {
+        let rule = api(limit);
+        let key = slidegate_redis::state_key(store.prefix(), &rule, "hash").expect("key");
+        let () = redis::cmd("HSET").arg(&key).arg("f").arg("v").query_async(&mut conn).await.expect("HSET");
+        let err = store.check(&rule, "hash", 1).await.expect_err("a hash is no log");
+        assert!(err.to_string().contains("not a sliding log"), "{err}");
+        let kept: String = redis::cmd("HGET").arg(&key).arg("f").query_async(&mut conn).await.expect("HGET");
+        assert_eq!(kept, "v", "the foreign key is left alone");
+        let () = redis::cmd("DEL").arg(&key).query_async(&mut conn).await.expect("DEL");
+    }
+    // A client clock beyond what a log entry holds (2^48 ms, year 10889).
+    clock.set(1 << 48);
+    let err = store.check(&api(5), "future", 1).await.expect_err("time out of range");
+    assert!(err.to_string().contains("outside the log"), "{err}");
+}
