@@ -45,6 +45,10 @@ do
     if newest == nil or cur > newest then newest = cur end
     local reset = math.ceil((newest + 1) * window / buckets) + window - 1 - now
     redis.call('PEXPIRE', key, reset + 1000)
+    local m = 2 * window + 2
+    if reset < m and tonumber(ARGV[1]) * m < 9007199254740992 then
+      return (room - cost) * m + reset
+    end
     return { 1, room - cost, 0, reset }
   end
 end

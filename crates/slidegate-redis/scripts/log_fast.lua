@@ -8,9 +8,9 @@
 -- (on the server's clock it reads TIME again: a request decided a little
 -- later, still in one atomic call).
 --
--- KEYS and ARGV as in single.lua. Reply when admitted: one integer, the
--- remaining quota (reset_after is the window: the new entry is the
--- newest); otherwise single.lua's.
+-- KEYS and ARGV as in single.lua. Reply when admitted: one integer,
+-- remaining * (2 * window + 2) + reset_after (see single.lua), reset_after
+-- being the window (the new entry is the newest); otherwise single.lua's.
 
 do
   local key, limit, window, cost = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -20,7 +20,8 @@ do
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   -- 128 = PACKED_MAX, 6 = ENTRY, 2^48 = MAX_TIME, 1000 = SLACK_MS.
-  if limit <= 128 and now >= 0 and now < 281474976710656 then
+  local m = 2 * window + 2
+  if limit <= 128 and now >= 0 and now < 281474976710656 and limit * m < 9007199254740992 then
     local s = redis.pcall('GET', key)
     if type(s) ~= 'table' then
       s = s or ''
@@ -39,16 +40,16 @@ do
         if cost > 1 then entry = string.rep(entry, cost) end
         if first > 0 then s = string.sub(s, first * 6 + 1) end
         redis.call('SET', key, s .. entry, 'PX', window + 1000)
-        return limit - used - cost
+        return (limit - used - cost) * m + window
       end
     end
-  elseif limit > 128 and cost == 1 and ARGV[4] == '' then
+  elseif limit > 128 and cost == 1 and ARGV[4] == '' and limit * m < 9007199254740992 then
     local head = redis.pcall('LINDEX', key, 0)
     if type(head) ~= 'table' and (not head or tonumber(head) > now - window) then
       local n = redis.call('RPUSH', key, now)
       if n <= limit then
         redis.call('PEXPIRE', key, window + 1000)
-        return limit - n
+        return (limit - n) * m + window
       end
       redis.call('RPOP', key)
     end

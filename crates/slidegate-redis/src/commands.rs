@@ -143,15 +143,14 @@ fn count(v: i64) -> u32 {
 }
 
 /// Decodes a [`Shape::Single`] reply: `{allowed, remaining, retry, reset}`,
-/// or the log's admitted common case `remaining` alone (the request's entry
-/// is the newest, so the key empties one window from now).
+/// or a fast path's admitted request as one integer,
+/// `remaining * (2 * window + 2) + reset` (see `scripts/single.lua`).
 pub(crate) fn single_decision(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
-    if let &[remaining] = reply {
-        return Ok(Decision::allowed(
-            rule.limit(),
-            count(remaining),
-            Duration::from_millis(rule.window_ms()),
-        ));
+    if let &[packed] = reply {
+        let span = rule.window_ms().checked_mul(2).and_then(|w| w.checked_add(2));
+        let (Some(span), Ok(packed)) = (span, u64::try_from(packed)) else { return Err(unexpected(reply)) };
+        let remaining = u32::try_from(packed / span).map_err(|_| unexpected(reply))?;
+        return Ok(Decision::allowed(rule.limit(), remaining, Duration::from_millis(packed % span)));
     }
     let &[allowed, remaining, retry_ms, reset_ms] = reply else { return Err(unexpected(reply)) };
     Ok(if allowed == 1 {
@@ -242,4 +241,31 @@ pub(crate) fn release<'s>(
             .arg(*receipt);
     }
     Ok(Call { script, cmd, shape: Shape::General(dimensions.len()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use slidegate::Rule;
+
+    use super::single_decision;
+
+    #[test]
+    fn one_integer_reply_is_remaining_and_reset() {
+        let rule = Rule::new(100, Duration::from_secs(1)).expect("rule");
+        // span = 2 * 1000 + 2
+        let d = single_decision(&rule, &[5 * 2002 + 1500]).expect("decision");
+        assert!(d.allowed);
+        assert_eq!((d.limit, d.remaining, d.reset_after), (100, 5, Duration::from_millis(1500)));
+        assert_eq!(
+            single_decision(&rule, &[2001]).expect("decision").reset_after,
+            Duration::from_millis(2001)
+        );
+        assert!(single_decision(&rule, &[-1]).is_err(), "negative");
+        assert!(single_decision(&rule, &[i64::MAX]).is_err(), "remaining beyond u32");
+        let full = single_decision(&rule, &[0, 3, 40, 900]).expect("array");
+        assert!(!full.allowed);
+        assert_eq!(full.retry_after, Duration::from_millis(40));
+    }
 }
