@@ -87,7 +87,9 @@ local function convert(key, packed, window)
     for i, t in ipairs(times) do parts[i] = pack_time(t) end
     redis.call('SET', key, table.concat(parts), 'PX', ttl)
   else
-    for _, t in ipairs(times) do push_times(key, t, 1) end
+    for i = 1, #times, 1000 do
+      redis.call('RPUSH', key, unpack(times, i, math.min(i + 999, #times)))
+    end
     redis.call('PEXPIRE', key, ttl)
   end
 end
@@ -113,6 +115,16 @@ local function packed_after(s, t, lo)
   return lo
 end
 
+-- Stores `s` as the packed log at `key`, keeping its TTL (an empty log is
+-- no key at all).
+local function packed_keep(key, s)
+  if #s == 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, s, 'KEEPTTL')
+  end
+end
+
 function PACKED.open(key, cutoff, window)
   local s = redis.pcall('GET', key)
   if type(s) == 'table' then
@@ -125,11 +137,7 @@ function PACKED.open(key, cutoff, window)
     -- Expired entries go now, whatever the decision (as in the model: a
     -- client clock stepping back later must not see them again).
     s = string.sub(s, first * ENTRY + 1)
-    if #s == 0 then
-      redis.call('DEL', key)
-    else
-      redis.call('SET', key, s, 'KEEPTTL')
-    end
+    packed_keep(key, s)
   end
   return { key = key, s = s, used = #s / ENTRY, cutoff = cutoff }
 end
@@ -164,12 +172,7 @@ function PACKED.remove(key, t, count)
     from = from - 1
   end
   if from == after then return end
-  local s2 = string.sub(s, 1, from * ENTRY) .. string.sub(s, after * ENTRY + 1)
-  if #s2 == 0 then
-    redis.call('DEL', key)
-  else
-    redis.call('SET', key, s2, 'KEEPTTL')
-  end
+  packed_keep(key, string.sub(s, 1, from * ENTRY) .. string.sub(s, after * ENTRY + 1))
 end
 
 function LIST.open(key, cutoff, window)
