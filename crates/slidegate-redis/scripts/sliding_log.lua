@@ -60,16 +60,11 @@ local function read_times(key, kind)
   return times
 end
 
--- Appends `count` times `t` to list `key` (RPUSH takes at most ~8000
--- arguments through unpack, so in slices).
-local function push_times(key, t, count)
-  local args = {}
-  for i = 1, count do
-    args[#args + 1] = t
-    if #args == 1000 or i == count then
-      redis.call('RPUSH', key, unpack(args))
-      args = {}
-    end
+-- Appends `times` to list `key` (unpack passes at most ~8000 arguments,
+-- so in slices).
+local function push_all(key, times)
+  for i = 1, #times, 1000 do
+    redis.call('RPUSH', key, unpack(times, i, math.min(i + 999, #times)))
   end
 end
 
@@ -87,27 +82,25 @@ local function convert(key, packed, window)
     for i, t in ipairs(times) do parts[i] = pack_time(t) end
     redis.call('SET', key, table.concat(parts), 'PX', ttl)
   else
-    for i = 1, #times, 1000 do
-      redis.call('RPUSH', key, unpack(times, i, math.min(i + 999, #times)))
-    end
+    push_all(key, times)
     redis.call('PEXPIRE', key, ttl)
   end
 end
 
--- A layout: open(key, cutoff, window) -> h with h.used, the entries later
--- than `cutoff`; at(h, i) -> time of the i-th oldest of them (0-based);
--- newest(h) -> time or nil; add(h, now, count, window) -> reset_ms, adds
--- `count` entries at `now`, drops the entries up to the cutoff and sets the
--- TTL; remove(key, t, count) takes back `count` entries at time `t`.
+-- A layout: open(key, cutoff, window) -> h, drops the entries up to
+-- `cutoff`, h.used = the entries left; at(h, i) -> time of the i-th oldest
+-- of them (0-based); newest(h) -> time or nil; add(h, now, count, window)
+-- -> reset_ms, adds `count` entries at `now` and sets the TTL;
+-- remove(key, t, count) takes back `count` entries at time `t`.
 local PACKED, LIST = {}, {}
 
 -- Keys a packed handle has written in this call: a second handle on one
 -- key (two rules sharing a state, one check) reads again before writing.
 local written = {}
 
--- Index (0-based) of the first entry of `s` later than `t`, from `lo` on.
-local function packed_after(s, t, lo)
-  local hi = #s / ENTRY
+-- Index (0-based) of the first entry of `s` later than `t`.
+local function packed_after(s, t)
+  local lo, hi = 0, #s / ENTRY
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     if struct.unpack('>I6', s, mid * ENTRY + 1) <= t then lo = mid + 1 else hi = mid end
@@ -132,7 +125,7 @@ function PACKED.open(key, cutoff, window)
     s = redis.call('GET', key)
   end
   s = s or ''
-  local first = packed_after(s, cutoff, 0)
+  local first = packed_after(s, cutoff)
   if first > 0 then
     -- Expired entries go now, whatever the decision (as in the model: a
     -- client clock stepping back later must not see them again).
@@ -154,7 +147,7 @@ end
 function PACKED.add(h, now, count, window)
   if written[h.key] then h = PACKED.open(h.key, h.cutoff, window) end
   local s = h.s
-  local at = packed_after(s, now, 0)
+  local at = packed_after(s, now)
   local s2 = string.sub(s, 1, at * ENTRY) .. string.rep(pack_time(now), count) .. string.sub(s, at * ENTRY + 1)
   local newest = struct.unpack('>I6', s2, #s2 - ENTRY + 1)
   local reset = newest + window - now
@@ -166,7 +159,7 @@ end
 function PACKED.remove(key, t, count)
   local s = redis.pcall('GET', key)
   if type(s) ~= 'string' then return end
-  local after = packed_after(s, t, 0)
+  local after = packed_after(s, t)
   local from = after
   while from > 0 and after - from < count and struct.unpack('>I6', s, (from - 1) * ENTRY + 1) == t do
     from = from - 1
@@ -211,7 +204,9 @@ end
 function LIST.add(h, now, count, window)
   local newest = LIST.newest(h)
   if newest == nil or newest <= now then
-    push_times(h.key, now, count)
+    local times = {}
+    for i = 1, count do times[i] = now end
+    push_all(h.key, times)
     newest = now
   else
     -- Insert before the oldest entry later than `now`: scan back from the
