@@ -42,9 +42,10 @@ def snapshot(exclude_pid):
 
 
 def main():
-    out, exclude_pid, sep, *command = sys.argv[1:]
-    if sep != "--" or not command:
+    args = sys.argv[1:]
+    if len(args) < 4 or args[2] != "--":
         sys.exit(__doc__)
+    out, exclude_pid, _, *command = args
     before = snapshot(exclude_pid)
     started = time.monotonic()
     status = subprocess.run(command).returncode
