@@ -7,7 +7,7 @@ usage: others_cpu.py OUT.json EXCLUDE_PID -- COMMAND [ARG...]
 
 The command's own threads are gone by the end, so only threads alive before
 and after count; threads of process EXCLUDE_PID (the redis-server under
-test) are left out too. OUT.json gets the command's wall time and the
+test) and of this script are left out too. OUT.json gets the command's wall time and the
 busiest threads with their CPU milliseconds. The command's exit status is
 passed on.
 """
@@ -23,7 +23,7 @@ def snapshot(exclude_pid):
     (pid, tid). The tick-based times of /proc/…/stat are too coarse."""
     threads = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        if pid == exclude_pid:
+        if pid in (exclude_pid, str(os.getpid())):
             continue
         try:
             tids = os.listdir(f"/proc/{pid}/task")
