@@ -7,9 +7,9 @@ usage: others_cpu.py OUT.json EXCLUDE_PID -- COMMAND [ARG...]
 
 The command's own threads are gone by the end, so only threads alive before
 and after count; threads of process EXCLUDE_PID (the redis-server under
-test) and of this script are left out too. OUT.json gets the command's wall time and the
-busiest threads with their CPU milliseconds. The command's exit status is
-passed on.
+test) and of this script are left out too. OUT.json gets the command's wall
+time and the busiest threads with their CPU milliseconds. The command's
+exit status is passed on.
 """
 
 import json
