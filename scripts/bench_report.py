@@ -4,7 +4,8 @@
 usage: bench_report.py RUN_DIR BENCHMARKS.md CHART.svg
 
 RUN_DIR holds what scripts/bench wrote: one `slidegate bench --json`
-object per run (NAME.json), criterion.txt, ceiling.txt, redis-version.txt.
+object per run (NAME.json), criterion.txt, ceiling-{1,2,3}.txt,
+redis-version.txt.
 Every ratio is between figures of that one run.
 """
 
@@ -41,10 +42,26 @@ def dps(r):
     return r["decisions_per_sec"]
 
 
-naive, log, counter = load("cpu-naive"), load("cpu-log"), load("cpu-counter")
-ceiling_text = read("ceiling.txt")
-ceiling = float(re.search(r"([\d.]+) requests per second", ceiling_text).group(1))
-ceiling_usec = float(re.search(r"usec_per_call=([\d.]+)", ceiling_text).group(1))
+# Targets 1-3: the ceiling and the three scripts at 64 tasks, interleaved
+# over three rounds; ratios are between medians (one round is ±15 % here).
+ROUNDS = (1, 2, 3)
+ceilings = [read(f"ceiling-{n}.txt") for n in ROUNDS]
+ceiling_rates = [float(re.search(r"([\d.]+) requests per second", t).group(1)) for t in ceilings]
+ceiling_usecs = [float(re.search(r"usec_per_call=([\d.]+)", t).group(1)) for t in ceilings]
+cpu = {k: [load(f"cpu-{k}-{n}") for n in ROUNDS] for k in ("naive", "log", "counter")}
+
+
+def median(values):
+    return sorted(values)[len(values) // 2]
+
+
+def rounds(values, fmt):
+    return ", ".join(fmt.format(v) for v in values)
+
+
+ceiling, ceiling_usec = median(ceiling_rates), median(ceiling_usecs)
+rate_of = {k: [dps(r) for r in runs] for k, runs in cpu.items()}
+usec_of = {k: [r["redis"]["usec_per_call"] for r in runs] for k, runs in cpu.items()}
 attack_cache, attack_nocache = load("attack-cache"), load("attack-nocache")
 latency = load("latency-log")
 latency_floor = load("latency-memory")
@@ -61,10 +78,6 @@ sys_counter = criterion_ns("memory_store_10k_keys/counter_system_clock")
 threads1, threads2 = load("memory-threads-1"), load("memory-threads-2")
 
 
-def usec(r):
-    return r["redis"]["usec_per_call"]
-
-
 rows = []  # (number, target, measured, baseline, ratio text, met)
 
 
@@ -73,14 +86,19 @@ def target(number, what, measured, baseline, ratio, op, bound):
     rows.append((number, what, measured, baseline, f"{ratio:.2f}× ({op} {bound}×)", met))
 
 
-target(1, "Redis CPU per decision, sliding log", f"{usec(log):.2f} µs", f"naive {usec(naive):.2f} µs",
-       usec(log) / usec(naive), "<=", 1.0)
-target(1, "Redis CPU per decision, sliding counter", f"{usec(counter):.2f} µs", f"naive {usec(naive):.2f} µs",
-       usec(counter) / usec(naive), "<=", 0.5)
-target(2, "sliding log at concurrency 64 vs the naive script's ceiling", f"{dps(log):,.0f}/s",
-       f"redis-benchmark -P 16: {ceiling:,.0f}/s", dps(log) / ceiling, ">=", 0.9)
-target(3, "sliding counter vs sliding log throughput", f"{dps(counter):,.0f}/s", f"log {dps(log):,.0f}/s",
-       dps(counter) / dps(log), ">=", 1.5)
+us, per_s = "{:.2f}", "{:,.0f}"
+for name, algo, bound in (("sliding log", "log", 1.0), ("sliding counter", "counter", 0.5)):
+    target(1, f"Redis CPU per decision, {name} (median of 3 rounds)",
+           f"{median(usec_of[algo]):.2f} µs ({rounds(usec_of[algo], us)})",
+           f"naive {median(usec_of['naive']):.2f} µs ({rounds(usec_of['naive'], us)})",
+           median(usec_of[algo]) / median(usec_of["naive"]), "<=", bound)
+target(2, "sliding log at concurrency 64 vs the naive script's ceiling (medians of 3 interleaved rounds)",
+       f"{median(rate_of['log']):,.0f}/s ({rounds(rate_of['log'], per_s)})",
+       f"redis-benchmark -P 16: {ceiling:,.0f}/s ({rounds(ceiling_rates, per_s)})",
+       median(rate_of["log"]) / ceiling, ">=", 0.9)
+target(3, "sliding counter vs sliding log throughput (medians)",
+       f"{median(rate_of['counter']):,.0f}/s ({rounds(rate_of['counter'], per_s)})",
+       f"log {median(rate_of['log']):,.0f}/s", median(rate_of["counter"]) / median(rate_of["log"]), ">=", 1.5)
 target(4, "attack (one hot key, 64 tasks): deny cache on vs off", f"{dps(attack_cache):,.0f}/s",
        f"off {dps(attack_nocache):,.0f}/s", dps(attack_cache) / dps(attack_nocache), ">=", 10.0)
 rows.append((5, "MEMORY USAGE, log key with 100 requests", f"{mem['log-100']:.0f} B",
@@ -182,9 +200,9 @@ md += [
     "|---|---|---|---|---|---|---|---|",
 ]
 commands = {
-    "cpu-naive": "--baseline naive-zset --limit 100 --window 1m --keys 100000 --concurrency 64 --redis-stats",
-    "cpu-log": "--algorithm log --limit 100 --window 1m --keys 100000 --concurrency 64 --redis-stats",
-    "cpu-counter": "--algorithm counter --limit 100 --window 1m --keys 100000 --concurrency 64 --redis-stats",
+    **{f"cpu-{k}-{n}": f"{flag} --limit 100 --window 1m --keys 100000 --concurrency 64 --redis-stats"
+       for n in ROUNDS for k, flag in (("naive", "--baseline naive-zset"), ("log", "--algorithm log"),
+                                      ("counter", "--algorithm counter"))},
     "attack-cache": "--algorithm log --limit 100 --window 1m --keys 1 --concurrency 64",
     "attack-nocache": "… the same, --no-deny-cache",
     "latency-log": f"--algorithm log … --keys 100000 --concurrency 64 --rate {latency['offered_per_sec']:.0f}",
@@ -218,7 +236,9 @@ md += [
     "",
     "The ceiling: `redis-benchmark -c 64 -P 16 -n 1000000 -r 100000 EVALSHA <naive script> 1",
     "k:__rand_int__ 1700000000000 60000 100 m-__rand_int__` (fixed timestamp: nothing to prune,",
-    f"every call admits): {ceiling:,.0f} calls/s, {ceiling_usec:.2f} µs of Redis CPU per call.",
+    f"every call admits): {ceiling:,.0f} calls/s, {ceiling_usec:.2f} µs of Redis CPU per call (medians of",
+    f"three rounds: {', '.join(f'{v:,.0f}' for v in ceiling_rates)} calls/s; "
+    f"{', '.join(f'{v:.2f}' for v in ceiling_usecs)} µs).",
     "",
     "## Criterion (one thread)",
     "",
