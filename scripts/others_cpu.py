@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+
 def snapshot(exclude_pid):
     """Name and time on a CPU (ns, from schedstat) of every thread, keyed by
     (pid, tid). The tick-based times of /proc/…/stat are too coarse."""
@@ -52,9 +53,9 @@ def main():
     seconds = time.monotonic() - started
     after = snapshot(exclude_pid)
     busiest = []
-    for key, (name, ticks) in after.items():
+    for key, (name, ran_ns) in after.items():
         if key in before:
-            used = ticks - before[key][1]
+            used = ran_ns - before[key][1]
             if used > 0:
                 busiest.append({"thread": name, "cpu_ms": used / 1e6})
     busiest.sort(key=lambda t: -t["cpu_ms"])
