@@ -220,6 +220,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_breaker: bool,
 
+    /// Turn off the Redis store's auto-batching: every check is its own
+    /// script call, even while others are in flight.
+    #[arg(long)]
+    pub no_auto_batch: bool,
+
     /// Number of distinct keys requests are spread over.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub keys: u64,

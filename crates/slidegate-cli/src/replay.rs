@@ -70,6 +70,8 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
                 prefix: run_prefix("replay"),
                 client_clock: Some(clock.clone()),
                 response_timeout: Some(args.timeout),
+                // On the client clock every check goes on its own anyway.
+                auto_batch: false,
             };
             AnyStore::Redis(connect_redis(url, options).await?)
         }

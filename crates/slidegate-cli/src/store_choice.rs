@@ -62,6 +62,9 @@ pub struct RedisOptions {
     pub client_clock: Option<ManualClock>,
     /// Deadline of each call; `None` keeps the store's default.
     pub response_timeout: Option<Duration>,
+    /// Auto-batch concurrent single checks (the store's default); `false`
+    /// sends every check as its own script call.
+    pub auto_batch: bool,
 }
 
 /// A fresh key prefix for one run of `purpose`, e.g. `sg:replay:3f9a…:`.
@@ -114,6 +117,9 @@ pub async fn connect_redis(url: &str, options: RedisOptions) -> anyhow::Result<R
     }
     if let Some(timeout) = options.response_timeout {
         builder = builder.response_timeout(timeout);
+    }
+    if !options.auto_batch {
+        builder = builder.auto_batch(0);
     }
     builder.connect().await.with_context(|| format!("cannot connect to {}", redact_url(url)))
 }

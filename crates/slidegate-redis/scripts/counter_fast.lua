@@ -6,15 +6,10 @@
 -- from scratch and computes retry_after (the stale buckets are gone by
 -- then; on the server's clock that code reads TIME again).
 --
--- KEYS and ARGV as in single.lua; the same reply.
+-- counter_fast(key, limit, window, cost, now, server_clock, buckets,
+-- field_ttl): the reply of an admitted request (as log_fast's), or nil.
 
-do
-  local key, window, buckets = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[5])
-  local now = tonumber(ARGV[4])
-  if ARGV[4] == '' then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+local function counter_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl)
   local first = math.floor((now - window + 1) * buckets / window)
   local fields = redis.call('HGETALL', key)
   local used, newest, stale = 0, nil, nil
@@ -31,14 +26,13 @@ do
   if stale then
     redis.call('HDEL', key, unpack(stale))
   end
-  local cost = tonumber(ARGV[3])
-  local room = tonumber(ARGV[1]) - used
+  local room = limit - used
   if room >= cost then
     local cur = math.floor(now * buckets / window)
     local field = string.format('%d', cur)
     redis.call('HINCRBY', key, field, cost)
     -- 1000 = SLACK_MS of the prelude; drop_time(j) = ceil((j + 1) W / B) + W - 1.
-    if ARGV[6] == '1' then
+    if field_ttl then
       redis.call('HPEXPIRE', key, math.ceil((cur + 1) * window / buckets) + window - 1 - now + 1000,
         'FIELDS', 1, field)
     end
@@ -46,9 +40,10 @@ do
     local reset = math.ceil((newest + 1) * window / buckets) + window - 1 - now
     redis.call('PEXPIRE', key, reset + 1000)
     local m = 2 * window + 2
-    if reset < m and tonumber(ARGV[1]) * m < 9007199254740992 then
+    if reset < m and limit * m < 9007199254740992 then
       return (room - cost) * m + reset
     end
     return { 1, room - cost, 0, reset }
   end
+  return nil
 end

@@ -8,17 +8,14 @@
 -- (on the server's clock it reads TIME again: a request decided a little
 -- later, still in one atomic call).
 --
--- KEYS and ARGV as in single.lua. Reply when admitted: one integer,
--- remaining * (2 * window + 2) + reset_after (see single.lua), reset_after
--- being the window (the new entry is the newest); otherwise single.lua's.
+-- log_fast(key, limit, window, cost, now, server_clock) answers an
+-- admitted request with one integer, remaining * (2 * window + 2) +
+-- reset_after (see single.lua), reset_after being the window (the new entry
+-- is the newest), and anything else with nil. The signature is
+-- counter_fast's (the extra arguments are ignored): fast_single.lua and
+-- multi.lua call either.
 
-do
-  local key, limit, window, cost = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-  local now = tonumber(ARGV[4])
-  if now == nil then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+local function log_fast(key, limit, window, cost, now, server_clock)
   -- 128 = PACKED_MAX, 6 = ENTRY, 2^48 = MAX_TIME, 1000 = SLACK_MS.
   local m = 2 * window + 2
   if limit <= 128 and now >= 0 and now < 281474976710656 and limit * m < 9007199254740992 then
@@ -43,7 +40,7 @@ do
         return (limit - used - cost) * m + window
       end
     end
-  elseif limit > 128 and cost == 1 and ARGV[4] == '' and limit * m < 9007199254740992 then
+  elseif limit > 128 and cost == 1 and server_clock and limit * m < 9007199254740992 then
     local head = redis.pcall('LINDEX', key, 0)
     if type(head) ~= 'table' and (not head or tonumber(head) > now - window) then
       local n = redis.call('RPUSH', key, now)
@@ -54,4 +51,5 @@ do
       redis.call('RPOP', key)
     end
   end
+  return nil
 end

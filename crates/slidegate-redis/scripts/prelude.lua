@@ -33,3 +33,14 @@ local function nonneg(x)
   if x < 0 then return 0 end
   return x
 end
+
+-- One request decided from scratch by algorithm table A (single.lua's
+-- reply): charged when it fits.
+local function decide(A, key, r, cost, now)
+  local v = A.eval(key, r, cost, now)
+  if v.fits then
+    local remaining, reset = A.charge(key, r, cost, now, v)
+    return { 1, remaining, 0, reset }
+  end
+  return { 0, v.remaining, v.retry, v.reset }
+end

@@ -21,9 +21,4 @@ local r = {
 }
 local cost = tonumber(ARGV[3])
 local now = now_ms(ARGV[4])
-local v = A.eval(KEYS[1], r, cost, now)
-if v.fits then
-  local remaining, reset = A.charge(KEYS[1], r, cost, now, v)
-  return { 1, remaining, 0, reset }
-end
-return { 0, v.remaining, v.retry, v.reset }
+return decide(A, KEYS[1], r, cost, now)

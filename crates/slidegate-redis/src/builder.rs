@@ -12,6 +12,7 @@ use redis::cluster::ClusterClientBuilder;
 use redis::io::tcp::TcpSettings;
 use slidegate::{Clock, Error, ErrorKind};
 
+use crate::auto_batch::AutoBatch;
 use crate::cluster::{ClusterPool, DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
 use crate::connection::{Backend, Topology, parse_topology};
 use crate::errors::from_redis;
@@ -26,6 +27,8 @@ pub const DEFAULT_PREFIX: &str = "sg:";
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default time allowed for one reply.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
+/// Default most checks auto-batched into one script call.
+pub const DEFAULT_AUTO_BATCH: usize = 64;
 
 /// Configures a [`RedisStore`].
 pub struct RedisStoreBuilder {
@@ -37,6 +40,7 @@ pub struct RedisStoreBuilder {
     response_timeout: Duration,
     cluster_connections: usize,
     max_in_flight: usize,
+    auto_batch: usize,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -47,6 +51,7 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("client_clock", &self.clock.is_some())
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
+            .field("auto_batch", &self.auto_batch)
             .finish_non_exhaustive()
     }
 }
@@ -75,6 +80,7 @@ impl RedisStoreBuilder {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             cluster_connections: DEFAULT_CLUSTER_CONNECTIONS,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            auto_batch: DEFAULT_AUTO_BATCH,
         }
     }
 
@@ -120,6 +126,25 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// The most single checks sent together in one script call (default
+    /// [`DEFAULT_AUTO_BATCH`](crate::DEFAULT_AUTO_BATCH); `0` or `1` turns
+    /// auto-batching off).
+    ///
+    /// With auto-batching, checks made while earlier calls are in flight
+    /// (up to [`AUTO_BATCH_IN_FLIGHT`](crate::AUTO_BATCH_IN_FLIGHT) calls at once) wait for the next call and go together,
+    /// decided one after the other by one script call: less server CPU per
+    /// check under load (see BENCHMARKS.md), the same decisions. Nothing
+    /// waits for a batch to fill — with few calls in flight every check is
+    /// sent at once, on its own — and a check whose caller stopped waiting
+    /// (its deadline passed) before it was sent is not charged. Applies to
+    /// a standalone server and to Sentinel, on the server's clock; a
+    /// Cluster and [`client_clock`](Self::client_clock) mode send every
+    /// check on its own.
+    pub fn auto_batch(mut self, max_checks: usize) -> Self {
+        self.auto_batch = max_checks;
+        self
+    }
+
     /// Connects, and loads the scripts (on every node of a Cluster).
     ///
     /// # Errors
@@ -156,9 +181,13 @@ impl RedisStoreBuilder {
                 Backend::Sentinel(Arc::new(pool))
             }
         };
-        let scripts = Scripts::new();
+        let scripts = Arc::new(Scripts::new());
         backend.load_scripts(&scripts).await.map_err(|e| from_redis("loading scripts", e))?;
         let field_ttl = backend.has_field_ttl().await.map_err(|e| from_redis("asking for HPEXPIRE", e))?;
+        let backend = Arc::new(backend);
+        let auto_batch = (self.auto_batch > 1 && self.clock.is_none() && !backend.is_cluster()).then(|| {
+            AutoBatch::start(Arc::clone(&backend), Arc::clone(&scripts), field_ttl, self.auto_batch)
+        });
         Ok(RedisStore::from_inner(Inner {
             backend,
             prefix: self.prefix,
@@ -166,6 +195,7 @@ impl RedisStoreBuilder {
             scripts,
             servers: described,
             field_ttl,
+            auto_batch,
         }))
     }
 }

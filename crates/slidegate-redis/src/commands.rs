@@ -37,8 +37,8 @@ fn algorithm_code(algorithm: Algorithm) -> u8 {
     }
 }
 
-fn buckets(rule: &Rule) -> u16 {
-    match rule.algorithm() {
+fn buckets(algorithm: Algorithm) -> u16 {
+    match algorithm {
         Algorithm::SlidingCounter { buckets } => buckets.get(),
         _ => 1,
     }
@@ -60,15 +60,64 @@ pub(crate) fn single<'s>(
     if rule.penalty().is_some() {
         return general(scripts, prefix, &[(rule, key)], cost, now, field_ttl);
     }
-    let identity = encode_identity(key)?;
-    let state = key_for(prefix, rule, &identity, &rule.state_part());
-    let script = scripts.for_algorithm(rule.algorithm());
-    let mut cmd = scripts::evalsha(script, &[&state]);
-    cmd.arg(rule.limit()).arg(rule.window_ms()).arg(cost).arg(now);
-    if let Algorithm::SlidingCounter { buckets } = rule.algorithm() {
-        cmd.arg(buckets.get()).arg(if field_ttl { "1" } else { "0" });
+    let check = Check::new(prefix, rule, key, cost)?;
+    Ok(check.single(scripts, now, field_ttl))
+}
+
+/// One check of a rule without penalty: its state key and the arguments
+/// its script needs. Owns them, so it can wait in an auto-batch queue.
+#[derive(Debug)]
+pub(crate) struct Check {
+    pub(crate) state: String,
+    algorithm: Algorithm,
+    limit: u32,
+    window_ms: u64,
+    cost: u32,
+}
+
+impl Check {
+    /// The check of `key` under `rule` (without penalty), `cost` validated.
+    pub(crate) fn new(prefix: &str, rule: &Rule, key: &str, cost: u32) -> Result<Check, Error> {
+        let identity = encode_identity(key)?;
+        Ok(Check {
+            state: key_for(prefix, rule, &identity, &rule.state_part()),
+            algorithm: rule.algorithm(),
+            limit: rule.limit(),
+            window_ms: rule.window_ms(),
+            cost,
+        })
     }
-    Ok(Call { script, cmd, shape: Shape::Single })
+
+    /// The call of the algorithm's fast single script.
+    pub(crate) fn single<'s>(&self, scripts: &'s Scripts, now: &str, field_ttl: bool) -> Call<'s> {
+        let script = scripts.for_algorithm(self.algorithm);
+        let mut cmd = scripts::evalsha(script, &[&self.state]);
+        cmd.arg(self.limit).arg(self.window_ms).arg(self.cost).arg(now);
+        if let Algorithm::SlidingCounter { buckets } = self.algorithm {
+            cmd.arg(buckets.get()).arg(if field_ttl { "1" } else { "0" });
+        }
+        Call { script, cmd, shape: Shape::Single }
+    }
+}
+
+/// The call deciding `checks` with the multi script (multi.lua), in
+/// order, on one server.
+pub(crate) fn multi<'s>(scripts: &'s Scripts, checks: &[&Check], now: &str, field_ttl: bool) -> Call<'s> {
+    let script = scripts.multi();
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(checks.len());
+    for check in checks {
+        cmd.arg(&check.state);
+    }
+    cmd.arg(now).arg(if field_ttl { "1" } else { "0" });
+    for check in checks {
+        cmd.arg(algorithm_code(check.algorithm))
+            .arg(check.limit)
+            .arg(check.window_ms)
+            .arg(check.cost)
+            .arg(buckets(check.algorithm));
+    }
+    Call { script, cmd, shape: Shape::Single }
 }
 
 /// The call deciding a multi-dimension request (dimensions already
@@ -97,7 +146,7 @@ pub(crate) fn general<'s>(
         cmd.arg(algorithm_code(rule.algorithm()))
             .arg(rule.limit())
             .arg(rule.window_ms())
-            .arg(buckets(rule))
+            .arg(buckets(rule.algorithm()))
             .arg(penalty.map_or(0, |p| p.window_ms()))
             .arg(penalty.and_then(|p| p.warn_threshold()).unwrap_or(0))
             .arg(penalty.and_then(|p| p.ban_threshold()).unwrap_or(0))
@@ -237,7 +286,7 @@ pub(crate) fn release<'s>(
         cmd.arg(algorithm_code(rule.algorithm()))
             .arg(rule.limit())
             .arg(rule.window_ms())
-            .arg(buckets(rule))
+            .arg(buckets(rule.algorithm()))
             .arg(*receipt);
     }
     Ok(Call { script, cmd, shape: Shape::General(dimensions.len()) })

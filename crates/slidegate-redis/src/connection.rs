@@ -3,13 +3,12 @@
 //! [`ClusterPool`]); and how a URL names them.
 
 use redis::aio::ConnectionManager;
-use redis::{Cmd, RedisResult, Script};
+use redis::{Cmd, FromRedisValue, RedisResult, Script};
 use slidegate::{Error, ErrorKind};
 
 use std::sync::Arc;
 
 use crate::cluster::ClusterPool;
-use crate::commands::Ints;
 use crate::scripts::{self, Scripts};
 use crate::sentinel::SentinelPool;
 use crate::url::redact_url;
@@ -23,7 +22,7 @@ pub(crate) enum Backend {
 
 impl Backend {
     /// Runs one script call (reloading the script on `NOSCRIPT`).
-    pub(crate) async fn run(&self, script: &Script, cmd: &Cmd) -> RedisResult<Ints> {
+    pub(crate) async fn run<T: FromRedisValue>(&self, script: &Script, cmd: &Cmd) -> RedisResult<T> {
         match self {
             Backend::Standalone(conn) => scripts::run(&mut conn.clone(), script, cmd).await,
             Backend::Cluster(pool) => pool.run(script, cmd).await,

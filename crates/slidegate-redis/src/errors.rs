@@ -4,11 +4,7 @@ use slidegate::{Error, ErrorKind};
 
 /// Classifies a client error: transient (unreachable, timed out) or not.
 pub(crate) fn from_redis(context: &str, err: redis::RedisError) -> Error {
-    // Server replies that mean "not now" rather than "never".
-    let busy = matches!(
-        err.code(),
-        Some("LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN" | "READONLY")
-    );
+    let busy = err.code().is_some_and(is_busy);
     let kind = if err.is_timeout() {
         ErrorKind::Timeout
     } else if err.is_io_error()
@@ -22,4 +18,17 @@ pub(crate) fn from_redis(context: &str, err: redis::RedisError) -> Error {
         ErrorKind::Backend
     };
     Error::with_source(kind, format!("{context}: {err}"), err)
+}
+
+/// Whether a server error code means "not now" rather than "never".
+fn is_busy(code: &str) -> bool {
+    matches!(code, "LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN" | "READONLY")
+}
+
+/// Classifies an error a script caught and answered as a message (see
+/// multi.lua): `"<CODE> <text>"`, or a Lua error's text.
+pub(crate) fn from_script_message(context: &str, message: &str) -> Error {
+    let code = message.split_whitespace().next().unwrap_or_default();
+    let kind = if is_busy(code) { ErrorKind::Unavailable } else { ErrorKind::Backend };
+    Error::new(kind, format!("{context}: {message}"))
 }

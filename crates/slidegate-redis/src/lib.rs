@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+mod auto_batch;
 mod batch;
 mod builder;
 mod cluster;
@@ -36,7 +37,10 @@ mod sentinel;
 mod store;
 mod url;
 
-pub use builder::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RESPONSE_TIMEOUT, RedisStoreBuilder};
+pub use auto_batch::AUTO_BATCH_IN_FLIGHT;
+pub use builder::{
+    DEFAULT_AUTO_BATCH, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RESPONSE_TIMEOUT, RedisStoreBuilder,
+};
 pub use cluster::{DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
 pub use keys::{penalty_keys, state_key};
 pub use store::RedisStore;

@@ -8,7 +8,8 @@ use slidegate::{
     validate_dimensions,
 };
 
-use crate::commands::{self, Call, Ints};
+use crate::auto_batch::AutoBatch;
+use crate::commands::{self, Call, Check, Ints};
 use crate::connection::Backend;
 use crate::cross_slot;
 use crate::errors::from_redis;
@@ -27,6 +28,9 @@ use crate::scripts::Scripts;
 ///   every write sets a TTL of the time until the key is empty plus 1 s.
 /// * Standalone: one auto-pipelining, reconnecting `ConnectionManager` with
 ///   TCP_NODELAY and explicit connect/response timeouts; clones share it.
+///   Single checks made while earlier calls are in flight are auto-batched
+///   into one script call (standalone and Sentinel, server clock; see
+///   [`RedisStoreBuilder::auto_batch`](crate::RedisStoreBuilder::auto_batch)).
 /// * Cluster (`redis+cluster://…`): every key of one identity shares a hash
 ///   slot, so a decision is one script on one node; redirections and
 ///   failovers are followed, calls in flight per connection are capped, and
@@ -53,16 +57,18 @@ pub struct RedisStore {
 }
 
 pub(crate) struct Inner {
-    pub(crate) backend: Backend,
+    pub(crate) backend: Arc<Backend>,
     pub(crate) prefix: String,
     /// `None`: the Redis server's clock decides.
     pub(crate) clock: Option<Arc<dyn Clock>>,
-    pub(crate) scripts: Scripts,
+    pub(crate) scripts: Arc<Scripts>,
     /// The servers, passwords hidden: only for `Debug`.
     pub(crate) servers: String,
     /// The server has per-field hash TTL (`HPEXPIRE`): the sliding counter
     /// gives every bucket its own TTL.
     pub(crate) field_ttl: bool,
+    /// Single checks go through here when auto-batching applies.
+    pub(crate) auto_batch: Option<AutoBatch>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -124,6 +130,12 @@ impl RedisStore {
 impl Store for RedisStore {
     async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         validate_cost(rule, cost)?;
+        if let Some(batch) = &self.inner.auto_batch
+            && rule.penalty().is_none()
+        {
+            let reply = batch.check(Check::new(&self.inner.prefix, rule, key, cost)?).await?;
+            return commands::single_decision(rule, &reply);
+        }
         let call = commands::single(
             &self.inner.scripts,
             &self.inner.prefix,

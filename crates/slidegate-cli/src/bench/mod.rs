@@ -190,8 +190,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             AnyStore::Memory(MemoryStore::builder().max_keys(max_keys).build())
         }
         (StoreSpec::Redis { url }, None) => {
-            let options =
-                RedisOptions { prefix: prefix.clone(), client_clock: None, response_timeout: args.timeout };
+            let options = RedisOptions {
+                prefix: prefix.clone(),
+                client_clock: None,
+                response_timeout: args.timeout,
+                auto_batch: !args.no_auto_batch,
+            };
             AnyStore::Redis(connect_redis(url, options).await?)
         }
     };
@@ -201,11 +205,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     let show_progress = !args.json && std::io::stdout().is_terminal();
     let outcome = execute(store, &plan, show_progress).await?;
+    // Every check but the deny cache's and the degraded ones asked Redis.
+    let store_checks =
+        (outcome.allowed + outcome.denied).saturating_sub(outcome.deny_cache_hits + outcome.degraded);
     let mut report = report(&args.store, &plan, &outcome);
     report.baseline = args.baseline.and_then(|b| b.to_possible_value()).map(|v| v.get_name().to_owned());
     if let Some(stats) = stats {
-        report.redis =
-            Some(stats.read(&format!("{prefix}*"), 200).await.context("cannot read the Redis statistics")?);
+        report.redis = Some(
+            stats
+                .read(&format!("{prefix}*"), 200, store_checks)
+                .await
+                .context("cannot read the Redis statistics")?,
+        );
     }
     if args.json {
         println!("{}", serde_json::to_string(&report).context("cannot encode the report")?);

@@ -1,0 +1,18 @@
+-- A single script's fast path (src/scripts.rs binds `fast` to log_fast or
+-- counter_fast before this): the common case answered before any shared
+-- code is defined. Anything the fast function leaves (nil) falls through to
+-- single.lua, which decides from scratch (on the server's clock it reads
+-- TIME again: a request decided a little later, still in one atomic call).
+--
+-- KEYS and ARGV as in single.lua.
+
+do
+  local now = tonumber(ARGV[4])
+  if now == nil then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local reply = fast(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), now, ARGV[4] == '',
+    tonumber(ARGV[5]), ARGV[6] == '1')
+  if reply then return reply end
+end

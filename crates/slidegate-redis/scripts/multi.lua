@@ -1,0 +1,55 @@
+-- Many independent single checks in one call: the client's auto-batching
+-- (src/auto_batch.rs) sends the checks that callers made while earlier
+-- calls were in flight as one script call — one TIME, one command for
+-- Redis to parse and one reply, instead of one of each per check. Each
+-- check is decided as its single script would decide it (the same fast
+-- functions, then the same algorithm code), in order, at the same `now`.
+-- A check whose key fails (say, a key of another type) answers its error
+-- message, as a string, in its place (not an error reply: clients treat
+-- an error anywhere in a reply as the whole call's); the others are
+-- unaffected.
+--
+-- KEYS     the state key of every check (any slots: standalone servers only)
+-- ARGV     [1] now_ms ("" = Redis TIME)  [2] per-field hash TTL "1"/"0",
+--          then per check i 5 values from 2 + 5(i-1) + 1: algorithm (1 log,
+--          2 counter, 3 fixed, 4 gcra), limit, window_ms, cost, buckets
+-- Reply    per check, single.lua's reply (one integer or four), or the
+--          error's message (a string)
+
+local FAST = { log_fast, counter_fast }
+local server_clock = ARGV[1] == ''
+local now = tonumber(ARGV[1])
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local field_ttl = ARGV[2] == '1'
+-- The algorithm tables and the prelude's decide, from general() (see
+-- src/scripts.rs) once a check leaves the fast paths.
+local algorithms, decide
+
+local function one(key, code, limit, window, cost, buckets)
+  local fast = FAST[code]
+  if fast then
+    local reply = fast(key, limit, window, cost, now, server_clock, buckets, field_ttl)
+    if reply then return reply end
+  end
+  if not algorithms then algorithms, decide = general() end
+  local r = { limit = limit, window = window, buckets = buckets, field_ttl = field_ttl, client_clock = not server_clock }
+  return decide(algorithms[code], key, r, cost, now)
+end
+
+local replies = {}
+for i = 1, #KEYS do
+  local o = 2 + 5 * (i - 1)
+  local ok, reply = pcall(one, KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
+    tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]))
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply.err
+  else
+    replies[i] = tostring(reply)
+  end
+end
+return replies

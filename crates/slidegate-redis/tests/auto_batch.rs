@@ -1,0 +1,162 @@
+//! Auto-batching on a real server: concurrent single checks share script
+//! calls and are decided exactly as on their own; one failing check does
+//! not fail the others; a check whose caller gave up is never charged.
+
+mod support;
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use slidegate::{Algorithm, ErrorKind, Rule, Store};
+use slidegate_redis::{AUTO_BATCH_IN_FLIGHT, RedisStore};
+use slidegate_testkit::conformance::{algorithms, rule};
+
+/// `EVALSHA` calls since the last `CONFIG RESETSTAT`.
+async fn evalsha_calls(server: &slidegate_testkit::RedisServer) -> u64 {
+    let mut conn = support::inspect(server).await;
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Many tasks checking many (rule, key) pairs at once — every algorithm,
+/// both sliding-log layouts, costs 1 and 2 — in a window far longer than
+/// the test: each pair admits exactly what fits, and the server saw fewer
+/// script calls than checks (they were batched).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_checks_are_decided_exactly() {
+    let server = support::server();
+    let store = support::server_clock_store(&server, "batched").await;
+    let mut rules: Vec<Rule> = Vec::new();
+    for algorithm in algorithms(10) {
+        for limit in [7, 200] {
+            let name = format!("{}-{limit}", algorithm.short_name());
+            rules.push(rule(limit, 600_000, algorithm).named(&name).expect("name"));
+        }
+    }
+    assert_eq!(server.command("CONFIG RESETSTAT").expect("resetstat"), "+OK");
+    // Per (rule, key, cost): 64 tasks, each sending 6 checks of every pair.
+    let pairs: Vec<(usize, String, u32)> = (0..rules.len())
+        .flat_map(|r| (0..3).flat_map(move |k| [1u32, 2].map(|cost| (r, format!("user-{k}-c{cost}"), cost))))
+        .collect();
+    let tasks = (0..64).map(|_| {
+        let (store, rules, pairs) = (store.clone(), rules.clone(), pairs.clone());
+        tokio::spawn(async move {
+            let mut admitted = vec![0u32; pairs.len()];
+            for _ in 0..6 {
+                for (i, (r, key, cost)) in pairs.iter().enumerate() {
+                    let decision = store.check(&rules[*r], key, *cost).await.expect("check");
+                    admitted[i] += u32::from(decision.allowed) * cost;
+                }
+            }
+            admitted
+        })
+    });
+    let per_task: Vec<Vec<u32>> = join_all(tasks).await.into_iter().map(|r| r.expect("task")).collect();
+    let checks = 64 * 6 * pairs.len() as u64;
+    for (i, (r, key, cost)) in pairs.iter().enumerate() {
+        let rule = &rules[*r];
+        let admitted: u32 = per_task.iter().map(|t| t[i]).sum();
+        // 384 requests of `cost` each: all that fits in the limit.
+        let fits = (rule.limit() / cost * cost).min(384 * cost);
+        assert_eq!(admitted, fits, "{rule} {key} cost {cost}");
+    }
+    let calls = evalsha_calls(&server).await;
+    assert!(calls < checks, "{calls} script calls for {checks} checks: nothing was batched");
+    support::assert_every_key_has_ttl(&server).await;
+}
+
+/// A check on a key that holds another type fails on its own; the checks
+/// that shared its script call are answered normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_check_does_not_fail_its_batch() {
+    let server = support::server();
+    let store = support::server_clock_store(&server, "poisoned").await;
+    let rule = rule(50, 600_000, Algorithm::SLIDING_COUNTER);
+    // The counter keeps a hash; a string there makes HGETALL fail.
+    let poisoned = slidegate_redis::state_key(store.prefix(), &rule, "poisoned").expect("key");
+    assert_eq!(server.command(&format!("SET {poisoned} x")).expect("SET"), "+OK");
+    assert_eq!(server.command("CONFIG RESETSTAT").expect("resetstat"), "+OK");
+    let tasks = (0..256).map(|i| {
+        let (store, rule) = (store.clone(), rule.clone());
+        tokio::spawn(async move {
+            let key = if i % 16 == 0 { "poisoned".to_owned() } else { format!("fine-{i}") };
+            (key.clone(), store.check(&rule, &key, 1).await)
+        })
+    });
+    let mut failed = 0;
+    for result in join_all(tasks).await {
+        let (key, result) = result.expect("task");
+        if key == "poisoned" {
+            let error = result.expect_err("a string where the counter's hash belongs");
+            assert_eq!(error.kind(), ErrorKind::Backend, "{error}");
+            assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+            failed += 1;
+        } else {
+            assert!(result.expect("unaffected by the poisoned key").allowed, "{key}");
+        }
+    }
+    assert_eq!(failed, 16);
+    assert!(evalsha_calls(&server).await < 256, "the checks were batched");
+}
+
+/// While the server is frozen, every call slot fills; a check made then
+/// waits in the queue, and when its caller gives up (its deadline) it is
+/// dropped: after the server thaws, its key was never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_whose_caller_gave_up_is_never_charged() {
+    let server = support::server();
+    let store = RedisStore::builder(server.url())
+        .prefix(support::unique_prefix("gave-up"))
+        .response_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .expect("connect");
+    let rule = rule(10, 600_000, Algorithm::SlidingLog);
+    server.pause().expect("SIGSTOP");
+    let mut stuck = Vec::new();
+    for i in 0..AUTO_BATCH_IN_FLIGHT {
+        let (store, rule) = (store.clone(), rule.clone());
+        stuck.push(tokio::spawn(async move { store.check(&rule, &format!("stuck-{i}"), 1).await }));
+        // Each goes out alone, taking one of the call slots.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let gave_up = tokio::time::timeout(Duration::from_millis(200), store.check(&rule, "gave-up", 1)).await;
+    assert!(gave_up.is_err(), "no call slot was free, so the check waited: {gave_up:?}");
+    server.resume().expect("SIGCONT");
+    for task in stuck {
+        assert!(task.await.expect("task").expect("answered after SIGCONT").allowed);
+    }
+    // A later check goes through the same queue, after the dropped one.
+    assert!(store.check(&rule, "after", 1).await.expect("check").allowed);
+    let mut conn = support::inspect(&server).await;
+    for (key, expected) in [("stuck-0", 1), ("after", 1), ("gave-up", 0)] {
+        let state = slidegate_redis::state_key(store.prefix(), &rule, key).expect("key");
+        assert_eq!(support::log_entries(&mut conn, &state).await, expected, "{key}");
+    }
+}
+
+/// With auto-batching off every check is its own script call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_batch_off_sends_every_check_alone() {
+    let server = support::server();
+    let store = RedisStore::builder(server.url())
+        .prefix(support::unique_prefix("unbatched"))
+        .auto_batch(0)
+        .connect()
+        .await
+        .expect("connect");
+    let rule = rule(1000, 600_000, Algorithm::SlidingLog);
+    assert_eq!(server.command("CONFIG RESETSTAT").expect("resetstat"), "+OK");
+    let tasks = (0..64).map(|i| {
+        let (store, rule) = (store.clone(), rule.clone());
+        tokio::spawn(async move { store.check(&rule, &format!("k{}", i % 8), 1).await })
+    });
+    for result in join_all(tasks).await {
+        assert!(result.expect("task").expect("check").allowed);
+    }
+    assert_eq!(evalsha_calls(&server).await, 64);
+}
