@@ -36,9 +36,16 @@ local function counter_fast(key, limit, window, cost, now, server_clock, buckets
       redis.call('HPEXPIRE', key, math.ceil((cur + 1) * window / buckets) + window - 1 - now + 1000,
         'FIELDS', 1, field)
     end
+    -- The key's TTL ends drop_time(newest) + SLACK_MS after the charge
+    -- that first filled the newest bucket set it. On the server's clock
+    -- (TIME and PEXPIRE share it) a charge to that same bucket would set
+    -- the same moment again: skipped, a command saved on most calls.
+    local same = server_clock and newest == cur
     if newest == nil or cur > newest then newest = cur end
     local reset = math.ceil((newest + 1) * window / buckets) + window - 1 - now
-    redis.call('PEXPIRE', key, reset + 1000)
+    if not same then
+      redis.call('PEXPIRE', key, reset + 1000)
+    end
     local m = 2 * window + 2
     if reset < m and limit * m < 9007199254740992 then
       return (room - cost) * m + reset
