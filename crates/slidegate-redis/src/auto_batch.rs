@@ -1,21 +1,22 @@
-//! Auto-batching: single checks made while earlier calls are in flight go
-//! to the server together, as one call of the multi script (multi.lua).
+//! Auto-batching: when the server is busy, single checks go to it
+//! together, as one call of the multi script (multi.lua).
 //!
-//! A driver task takes the checks callers queue. While fewer than
-//! [`AUTO_BATCH_IN_FLIGHT`] calls are out, it sends what is queued at once: a lone
-//! check as its own single script call (exactly the unbatched path, so a
-//! lightly loaded service sees no difference), several as one multi-script
-//! call of up to `max` checks. Under load the checks that arrive while the
-//! server works pile up and go in the next call: Redis then pays for one
-//! command, one `TIME` and one reply per batch instead of per check —
-//! measured at about 0.6× the server CPU per check (BENCHMARKS.md).
+//! While fewer than [`AUTO_BATCH_DIRECT`] checks are out, a caller sends
+//! its check itself, as its own single-script call — exactly the unbatched
+//! path, so a lightly loaded service sees no difference. Past that, checks
+//! queue for a driver task, which keeps up to [`AUTO_BATCH_IN_FLIGHT`]
+//! calls out; each takes what is queued (up to `max` checks) as one
+//! multi-script call, after letting the callers that are ready to run
+//! queue theirs when all its calls are out. Redis then pays for one
+//! command, one `TIME` and one reply per batch instead of per check.
 //!
-//! Nothing waits for a batch to fill, and a check whose caller gave up
-//! (its deadline passed) before it was sent is dropped, never charged.
+//! Nothing waits for a batch to fill, and a queued check whose caller gave
+//! up (its deadline passed) before it was sent is dropped, never charged.
 //! Only for one server on the server's clock (standalone or Sentinel): a
 //! Cluster's keys span slots, and a client clock's time is the caller's.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use redis::{FromRedisValue, Value};
 use slidegate::{Error, ErrorKind};
@@ -26,10 +27,13 @@ use crate::connection::Backend;
 use crate::errors::{from_redis, from_script_message};
 use crate::scripts::Scripts;
 
-/// Calls (batches or lone checks) one store has out at once when
-/// auto-batching; checks made meanwhile wait for the next call.
+/// Calls the driver of one store has out at once (batches, or a lone
+/// queued check); checks queued meanwhile wait for the next call.
 pub const AUTO_BATCH_IN_FLIGHT: usize = 4;
-/// Checks queued beyond that are refused (the server is not keeping up;
+/// Checks one store lets its callers send on their own, at once; checks
+/// made while that many are out queue for the driver's batches.
+pub const AUTO_BATCH_DIRECT: usize = 8;
+/// Checks queued beyond this are refused (the server is not keeping up;
 /// the limiter's failure policy answers them).
 const QUEUE: usize = 65_536;
 
@@ -38,10 +42,14 @@ struct Job {
     reply: oneshot::Sender<Result<Ints, Error>>,
 }
 
-/// The queue of the driver task; cloned with the store.
+/// The queue of the driver task, and the call slots it shares with the
+/// callers.
 #[derive(Debug)]
 pub(crate) struct AutoBatch {
     jobs: mpsc::Sender<Job>,
+    /// Checks out on their own, sent by their callers.
+    direct: AtomicUsize,
+    sender: Sender,
 }
 
 impl AutoBatch {
@@ -54,13 +62,24 @@ impl AutoBatch {
         max: usize,
     ) -> AutoBatch {
         let (jobs, queue) = mpsc::channel(QUEUE);
-        tokio::spawn(drive(queue, Sender { backend, scripts, field_ttl }, max.max(1)));
-        AutoBatch { jobs }
+        let sender = Sender { backend, scripts, field_ttl };
+        tokio::spawn(drive(queue, sender.clone(), max.max(1)));
+        AutoBatch { jobs, direct: AtomicUsize::new(0), sender }
     }
 
     /// Decides `check` in the next call to the server; the reply is the
     /// single script's.
     pub(crate) async fn check(&self, check: Check) -> Result<Ints, Error> {
+        // While fewer than AUTO_BATCH_DIRECT checks are out on their own and none is
+        // queued, the check goes at once, from the caller's own task: a
+        // lightly loaded service pays nothing for batching. Past that the
+        // server is busy, and checks queue for the driver's batches.
+        if self.jobs.capacity() == QUEUE {
+            let direct = Direct::enter(&self.direct);
+            if direct.0.is_some() {
+                return self.sender.send_one(&check).await;
+            }
+        }
         let (reply, answer) = oneshot::channel();
         self.jobs.try_send(Job { check, reply }).map_err(|error| match error {
             mpsc::error::TrySendError::Full(_) => Error::new(
@@ -70,6 +89,27 @@ impl AutoBatch {
             mpsc::error::TrySendError::Closed(_) => stopped(),
         })?;
         answer.await.map_err(|_| stopped())?
+    }
+}
+
+/// A place among the [`AUTO_BATCH_DIRECT`] checks out on their own, or none (`.0` is
+/// `None` when all are taken); given back when dropped, also when the
+/// caller stops waiting.
+struct Direct<'a>(Option<&'a AtomicUsize>);
+
+impl<'a> Direct<'a> {
+    fn enter(count: &'a AtomicUsize) -> Direct<'a> {
+        let taken = count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < AUTO_BATCH_DIRECT).then_some(n + 1));
+        Direct(taken.ok().map(|_| count))
+    }
+}
+
+impl Drop for Direct<'_> {
+    fn drop(&mut self) {
+        if let Some(count) = self.0 {
+            count.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -85,14 +125,24 @@ struct Sender {
     field_ttl: bool,
 }
 
+impl std::fmt::Debug for Sender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sender").field("field_ttl", &self.field_ttl).finish_non_exhaustive()
+    }
+}
+
 async fn drive(mut queue: mpsc::Receiver<Job>, sender: Sender, max: usize) {
     let in_flight = Arc::new(Semaphore::new(AUTO_BATCH_IN_FLIGHT));
     loop {
+        let Some(first) = queue.recv().await else { return };
         // Never closed: acquiring only waits for a call to come back.
         let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else { return };
-        let Some(first) = queue.recv().await else { return };
-        // Let the callers that are ready to run queue their checks too.
-        tokio::task::yield_now().await;
+        if in_flight.available_permits() == 0 {
+            // Every other call slot is out too, so the server is busy
+            // anyway: let the callers that are ready to run queue their
+            // checks as well, for one bigger call.
+            tokio::task::yield_now().await;
+        }
         let mut jobs = vec![first];
         while jobs.len() < max {
             match queue.try_recv() {
@@ -109,13 +159,20 @@ async fn drive(mut queue: mpsc::Receiver<Job>, sender: Sender, max: usize) {
 }
 
 impl Sender {
+    /// One check as its own single-script call.
+    async fn send_one(&self, check: &Check) -> Result<Ints, Error> {
+        let call = check.single(&self.scripts, "", self.field_ttl);
+        self.backend
+            .run(call.script, &call.cmd)
+            .await
+            .map_err(|e| from_redis("running the limiter script", e))
+    }
+
     async fn send(&self, mut jobs: Vec<Job>) {
         // A caller that gave up is not charged.
         jobs.retain(|job| !job.reply.is_closed());
         if let [job] = jobs.as_slice() {
-            let call = job.check.single(&self.scripts, "", self.field_ttl);
-            let reply = self.backend.run(call.script, &call.cmd).await;
-            let reply = reply.map_err(|e| from_redis("running the limiter script", e));
+            let reply = self.send_one(&job.check).await;
             if let Some(job) = jobs.pop() {
                 // The caller may have gone meanwhile; nothing to tell.
                 let _ = job.reply.send(reply);

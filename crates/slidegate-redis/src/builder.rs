@@ -130,16 +130,18 @@ impl RedisStoreBuilder {
     /// [`DEFAULT_AUTO_BATCH`](crate::DEFAULT_AUTO_BATCH); `0` or `1` turns
     /// auto-batching off).
     ///
-    /// With auto-batching, checks made while earlier calls are in flight
-    /// (up to [`AUTO_BATCH_IN_FLIGHT`](crate::AUTO_BATCH_IN_FLIGHT) calls at once) wait for the next call and go together,
-    /// decided one after the other by one script call: less server CPU per
-    /// check under load (see BENCHMARKS.md), the same decisions. Nothing
-    /// waits for a batch to fill — with few calls in flight every check is
-    /// sent at once, on its own — and a check whose caller stopped waiting
-    /// (its deadline passed) before it was sent is not charged. Applies to
-    /// a standalone server and to Sentinel, on the server's clock; a
-    /// Cluster and [`client_clock`](Self::client_clock) mode send every
-    /// check on its own.
+    /// Under load, checks go to the server together: while fewer than
+    /// [`AUTO_BATCH_DIRECT`](crate::AUTO_BATCH_DIRECT) checks are out,
+    /// every check is sent at once, on its own (a lightly loaded service
+    /// sees no difference); past that they queue, and up to
+    /// [`AUTO_BATCH_IN_FLIGHT`](crate::AUTO_BATCH_IN_FLIGHT) calls at once
+    /// each carry what is queued, decided one after the other by one script
+    /// call — less server CPU per check, the same decisions (see
+    /// BENCHMARKS.md). Nothing waits for a batch to fill, and a queued
+    /// check whose caller stopped waiting (its deadline passed) before it
+    /// was sent is not charged. Applies to a standalone server and to
+    /// Sentinel, on the server's clock; a Cluster and
+    /// [`client_clock`](Self::client_clock) mode send every check on its own.
     pub fn auto_batch(mut self, max_checks: usize) -> Self {
         self.auto_batch = max_checks;
         self

@@ -37,7 +37,7 @@ mod sentinel;
 mod store;
 mod url;
 
-pub use auto_batch::AUTO_BATCH_IN_FLIGHT;
+pub use auto_batch::{AUTO_BATCH_DIRECT, AUTO_BATCH_IN_FLIGHT};
 pub use builder::{
     DEFAULT_AUTO_BATCH, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RESPONSE_TIMEOUT, RedisStoreBuilder,
 };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use slidegate::{Algorithm, ErrorKind, Rule, Store};
-use slidegate_redis::{AUTO_BATCH_IN_FLIGHT, RedisStore};
+use slidegate_redis::{AUTO_BATCH_DIRECT, AUTO_BATCH_IN_FLIGHT, RedisStore};
 use slidegate_testkit::conformance::{algorithms, rule};
 
 /// `EVALSHA` calls since the last `CONFIG RESETSTAT`.
@@ -103,9 +103,10 @@ async fn a_failing_check_does_not_fail_its_batch() {
     assert!(evalsha_calls(&server).await < 256, "the checks were batched");
 }
 
-/// While the server is frozen, every call slot fills; a check made then
-/// waits in the queue, and when its caller gives up (its deadline) it is
-/// dropped: after the server thaws, its key was never written.
+/// While the server is frozen, the checks sent on their own and then every
+/// batch call slot fill up; a check made then waits in the queue, and when
+/// its caller gives up (its deadline) it is dropped: after the server
+/// thaws, its key was never written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_whose_caller_gave_up_is_never_charged() {
     let server = support::server();
@@ -118,10 +119,10 @@ async fn a_check_whose_caller_gave_up_is_never_charged() {
     let rule = rule(10, 600_000, Algorithm::SlidingLog);
     server.pause().expect("SIGSTOP");
     let mut stuck = Vec::new();
-    for i in 0..AUTO_BATCH_IN_FLIGHT {
+    for i in 0..AUTO_BATCH_DIRECT + AUTO_BATCH_IN_FLIGHT {
         let (store, rule) = (store.clone(), rule.clone());
         stuck.push(tokio::spawn(async move { store.check(&rule, &format!("stuck-{i}"), 1).await }));
-        // Each goes out alone, taking one of the call slots.
+        // Each goes out alone: first from its caller, then from the driver.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let gave_up = tokio::time::timeout(Duration::from_millis(200), store.check(&rule, "gave-up", 1)).await;
