@@ -42,8 +42,8 @@ struct Job {
     reply: oneshot::Sender<Result<Ints, Error>>,
 }
 
-/// The queue of the driver task, and the call slots it shares with the
-/// callers.
+/// The queue of the driver task, and how many checks callers have out on
+/// their own.
 #[derive(Debug)]
 pub(crate) struct AutoBatch {
     jobs: mpsc::Sender<Job>,
@@ -70,10 +70,10 @@ impl AutoBatch {
     /// Decides `check` in the next call to the server; the reply is the
     /// single script's.
     pub(crate) async fn check(&self, check: Check) -> Result<Ints, Error> {
-        // While fewer than AUTO_BATCH_DIRECT checks are out on their own and none is
-        // queued, the check goes at once, from the caller's own task: a
-        // lightly loaded service pays nothing for batching. Past that the
-        // server is busy, and checks queue for the driver's batches.
+        // While fewer than AUTO_BATCH_DIRECT checks are out on their own
+        // and none is queued, the check goes at once, from the caller's
+        // own task: a lightly loaded service pays nothing for batching.
+        // Past that the server is busy, and checks queue for the driver.
         if self.jobs.capacity() == QUEUE {
             let direct = Direct::enter(&self.direct);
             if direct.0.is_some() {
@@ -92,9 +92,9 @@ impl AutoBatch {
     }
 }
 
-/// A place among the [`AUTO_BATCH_DIRECT`] checks out on their own, or none (`.0` is
-/// `None` when all are taken); given back when dropped, also when the
-/// caller stops waiting.
+/// A place among the [`AUTO_BATCH_DIRECT`] checks out on their own, or
+/// none (`.0` is `None` when all are taken); given back when dropped, also
+/// when the caller stops waiting.
 struct Direct<'a>(Option<&'a AtomicUsize>);
 
 impl<'a> Direct<'a> {
