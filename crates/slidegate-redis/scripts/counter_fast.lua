@@ -2,9 +2,8 @@
 -- (as log_fast.lua): an admitted request, on either clock. Same
 -- arithmetic as COUNTER in sliding_counter.lua (bucket_of, drop_time,
 -- pruning of stale buckets, per-field TTL when available). A denied
--- request falls through to the single-check code after it, which decides
--- from scratch and computes retry_after (the stale buckets are gone by
--- then; on the server's clock that code reads TIME again).
+-- request is left to the shared code, which decides from scratch and
+-- computes retry_after (the stale buckets are gone by then).
 --
 -- counter_fast(key, limit, window, cost, now, server_clock, buckets,
 -- field_ttl): the reply of an admitted request (as log_fast's), or nil.

@@ -3,10 +3,9 @@
 -- microsecond per call, measured): an admitted request whose entries are
 -- the newest, in a key of its layout (see sliding_log.lua; same layouts,
 -- same arithmetic). Anything else — a denial, a client time older than the
--- newest entry, a key in another layout, a list log to prune — falls
--- through to the single-check code after it, which decides from scratch
--- (on the server's clock it reads TIME again: a request decided a little
--- later, still in one atomic call).
+-- newest entry, a key in another layout, a list log to prune — is left
+-- to the shared code, which decides from scratch (fast_single.lua,
+-- multi.lua).
 --
 -- log_fast(key, limit, window, cost, now, server_clock) answers an
 -- admitted request with one integer, remaining * (2 * window + 2) +
