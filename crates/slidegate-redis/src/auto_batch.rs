@@ -74,11 +74,10 @@ impl AutoBatch {
         // and none is queued, the check goes at once, from the caller's
         // own task: a lightly loaded service pays nothing for batching.
         // Past that the server is busy, and checks queue for the driver.
-        if self.jobs.capacity() == QUEUE {
-            let direct = Direct::enter(&self.direct);
-            if direct.0.is_some() {
-                return self.sender.send_one(&check).await;
-            }
+        if self.jobs.capacity() == QUEUE
+            && let Some(_direct) = Direct::enter(&self.direct)
+        {
+            return self.sender.send_one(&check).await;
         }
         let (reply, answer) = oneshot::channel();
         self.jobs.try_send(Job { check, reply }).map_err(|error| match error {
@@ -92,24 +91,23 @@ impl AutoBatch {
     }
 }
 
-/// A place among the [`AUTO_BATCH_DIRECT`] checks out on their own, or
-/// none (`.0` is `None` when all are taken); given back when dropped, also
-/// when the caller stops waiting.
-struct Direct<'a>(Option<&'a AtomicUsize>);
+/// A place among the [`AUTO_BATCH_DIRECT`] checks out on their own; given
+/// back when dropped, also when the caller stops waiting.
+struct Direct<'a>(&'a AtomicUsize);
 
 impl<'a> Direct<'a> {
-    fn enter(count: &'a AtomicUsize) -> Direct<'a> {
-        let taken = count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < AUTO_BATCH_DIRECT).then_some(n + 1));
-        Direct(taken.ok().map(|_| count))
+    /// A place, unless all are taken.
+    fn enter(count: &'a AtomicUsize) -> Option<Direct<'a>> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < AUTO_BATCH_DIRECT).then_some(n + 1))
+            .ok()
+            .map(|_| Direct(count))
     }
 }
 
 impl Drop for Direct<'_> {
     fn drop(&mut self) {
-        if let Some(count) = self.0 {
-            count.fetch_sub(1, Ordering::AcqRel);
-        }
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -171,15 +169,12 @@ impl Sender {
     async fn send(&self, mut jobs: Vec<Job>) {
         // A caller that gave up is not charged.
         jobs.retain(|job| !job.reply.is_closed());
-        if let [job] = jobs.as_slice() {
-            let reply = self.send_one(&job.check).await;
+        if jobs.len() <= 1 {
             if let Some(job) = jobs.pop() {
+                let reply = self.send_one(&job.check).await;
                 // The caller may have gone meanwhile; nothing to tell.
                 let _ = job.reply.send(reply);
             }
-            return;
-        }
-        if jobs.is_empty() {
             return;
         }
         let checks: Vec<&Check> = jobs.iter().map(|job| &job.check).collect();

@@ -104,11 +104,8 @@ impl Check {
 /// order, on one server.
 pub(crate) fn multi<'s>(scripts: &'s Scripts, checks: &[&Check], now: &str, field_ttl: bool) -> Call<'s> {
     let script = scripts.multi();
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash()).arg(checks.len());
-    for check in checks {
-        cmd.arg(&check.state);
-    }
+    let keys: Vec<&str> = checks.iter().map(|check| check.state.as_str()).collect();
+    let mut cmd = scripts::evalsha(script, &keys);
     cmd.arg(now).arg(if field_ttl { "1" } else { "0" });
     for check in checks {
         cmd.arg(algorithm_code(check.algorithm))
