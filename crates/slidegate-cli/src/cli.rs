@@ -86,6 +86,9 @@ pub enum Baseline {
     /// ZREMRANGEBYSCORE + ZCARD + ZADD(ts, ts-random) + EXPIRE with the
     /// client's clock: the script people copy from blog posts.
     NaiveZset,
+    /// One `PING` per check, always admitted: the floor of anything that
+    /// asks Redis (connection, scheduling, the server's event loop).
+    Ping,
 }
 
 /// Which traffic `simulate` generates.
@@ -270,7 +273,8 @@ pub struct BenchArgs {
 
     /// Instead of slidegate's script, run this baseline through the same
     /// client stack (needs a standalone `redis://` store): `naive-zset` is
-    /// the ZSET sliding window of the source articles.
+    /// the ZSET sliding window of the source articles, `ping` a `PING` per
+    /// check (the transport's own latency and throughput).
     #[arg(long, value_enum)]
     pub baseline: Option<Baseline>,
 

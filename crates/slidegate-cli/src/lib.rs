@@ -21,13 +21,13 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+pub mod baselines;
 pub mod bench;
 mod bench_pacer;
 pub mod bench_report;
 pub mod bench_watch;
 mod bench_worker;
 pub mod cli;
-pub mod naive_zset;
 pub mod redis_stats;
 pub mod replay;
 pub mod rule_args;

@@ -132,7 +132,9 @@ pub enum AnyStore {
     /// A Redis store.
     Redis(RedisStore),
     /// The naive ZSET script of the source articles (`bench --baseline`).
-    Naive(crate::naive_zset::NaiveZset),
+    Naive(crate::baselines::NaiveZset),
+    /// A `PING` per check (`bench --baseline ping`).
+    Ping(crate::baselines::Ping),
 }
 
 impl Store for AnyStore {
@@ -141,6 +143,7 @@ impl Store for AnyStore {
             AnyStore::Memory(store) => store.check(rule, key, cost).await,
             AnyStore::Redis(store) => store.check(rule, key, cost).await,
             AnyStore::Naive(store) => store.check(rule, key, cost).await,
+            AnyStore::Ping(store) => store.check(rule, key, cost).await,
         }
     }
 
@@ -148,10 +151,9 @@ impl Store for AnyStore {
         match self {
             AnyStore::Memory(store) => store.check_all(dimensions, cost).await,
             AnyStore::Redis(store) => store.check_all(dimensions, cost).await,
-            AnyStore::Naive(_) => Err(Error::new(
-                slidegate::ErrorKind::Backend,
-                "the naive baseline has no multi-dimension checks",
-            )),
+            AnyStore::Naive(_) | AnyStore::Ping(_) => {
+                Err(Error::new(slidegate::ErrorKind::Backend, "the baselines have no multi-dimension checks"))
+            }
         }
     }
 
@@ -162,6 +164,7 @@ impl Store for AnyStore {
             AnyStore::Memory(store) => store.is_local(),
             AnyStore::Redis(store) => store.is_local(),
             AnyStore::Naive(store) => store.is_local(),
+            AnyStore::Ping(store) => store.is_local(),
         }
     }
 }

@@ -217,8 +217,56 @@ fn naive_baseline_and_redis_side_figures() {
         assert!(redis["memory_per_key"].as_f64().unwrap_or(0.0) > 0.0, "{report}");
     }
     let rule = ["--limit", "10", "--window", "1m", "--requests", "10"];
+    for baseline in ["naive-zset", "ping"] {
+        let err = failure(&[&["bench", "--baseline", baseline][..], &rule].concat(), "");
+        assert!(err.contains("--baseline runs on Redis"), "{err}");
+    }
     let err = failure(&[&["bench", "--baseline", "naive-zset"][..], &rule].concat(), "");
     assert!(err.contains("--baseline runs on Redis"), "{err}");
     let err = failure(&[&["bench", "--redis-stats"][..], &rule].concat(), "");
     assert!(err.contains("--redis-stats needs a standalone"), "{err}");
+}
+
+/// `--baseline ping` sends one `PING` per check through the same stack and
+/// admits it: the transport's floor, with no script and no key.
+#[test]
+fn ping_baseline_sends_one_ping_per_check() {
+    let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    server.command("CONFIG RESETSTAT").expect("CONFIG RESETSTAT");
+    let args = [
+        "bench",
+        "--store",
+        &url,
+        "--baseline",
+        "ping",
+        "--limit",
+        "10",
+        "--window",
+        "1m",
+        "--keys",
+        "3",
+        "--concurrency",
+        "4",
+        "--requests",
+        "200",
+        "--json",
+    ];
+    let report: Value = serde_json::from_str(success(&args, "").trim()).expect("one JSON object");
+    assert_eq!(report["baseline"].as_str(), Some("ping"), "{report}");
+    assert_eq!(count(&report, "errors"), 0, "{report}");
+    // Nothing is limited: every check is a PING, admitted.
+    assert_eq!(count(&report, "allowed"), 200, "{report}");
+    assert_eq!(count(&report, "denied"), 0, "{report}");
+    let port = server.port().to_string();
+    let info = std::process::Command::new("redis-cli").args(["-p", &port, "INFO", "commandstats"]).output();
+    let stats = String::from_utf8_lossy(&info.expect("redis-cli INFO").stdout).into_owned();
+    let pings: u64 = stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_ping:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0);
+    assert!(pings >= 200, "{stats}");
+    assert_eq!(server.command("DBSIZE").expect("DBSIZE"), ":0", "a PING writes no key");
 }

@@ -22,12 +22,12 @@ use slidegate::{
 };
 use tokio::sync::oneshot;
 
+use crate::baselines::{NaiveZset, Ping};
 use crate::bench_pacer::Pacer;
 use crate::bench_report::{BenchReport, Latency, rate};
 use crate::bench_watch::{BreakerWatch, Watched, progress_bar, watch};
 use crate::bench_worker::{Tally, Worker};
 use crate::cli::{Baseline, BenchArgs, BenchBound, KeyOrder};
-use crate::naive_zset::NaiveZset;
 use crate::redis_stats::StatsConnection;
 use crate::store_calls::Observed;
 use crate::store_choice::{AnyStore, RedisOptions, StoreSpec, connect_redis, run_prefix};
@@ -181,6 +181,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         (StoreSpec::Redis { url }, Some(Baseline::NaiveZset)) => {
             AnyStore::Naive(NaiveZset::connect(url, &prefix).await?)
         }
+        (StoreSpec::Redis { url }, Some(Baseline::Ping)) => AnyStore::Ping(Ping::connect(url).await?),
         (StoreSpec::Memory, Some(_)) => anyhow::bail!("--baseline runs on Redis: give --store redis://…"),
         (StoreSpec::Memory, None) => {
             if args.prefix.is_some() {
