@@ -29,10 +29,11 @@ local function counter_fast(key, limit, window, cost, now, server_clock, buckets
   if room >= cost then
     local cur = math.floor(now * buckets / window)
     local field = string.format('%d', cur)
-    redis.call('HINCRBY', key, field, cost)
+    -- Numbers as strings, as in log_fast.lua.
+    redis.call('HINCRBY', key, field, cost == 1 and '1' or string.format('%d', cost))
     -- 1000 = SLACK_MS of the prelude; drop_time(j) = ceil((j + 1) W / B) + W - 1.
     if field_ttl then
-      redis.call('HPEXPIRE', key, math.ceil((cur + 1) * window / buckets) + window - 1 - now + 1000,
+      redis.call('HPEXPIRE', key, string.format('%d', math.ceil((cur + 1) * window / buckets) + window - 1 - now + 1000),
         'FIELDS', 1, field)
     end
     -- The key's TTL ends drop_time(newest) + SLACK_MS after the charge
@@ -43,7 +44,7 @@ local function counter_fast(key, limit, window, cost, now, server_clock, buckets
     if newest == nil or cur > newest then newest = cur end
     local reset = math.ceil((newest + 1) * window / buckets) + window - 1 - now
     if not same then
-      redis.call('PEXPIRE', key, reset + 1000)
+      redis.call('PEXPIRE', key, string.format('%d', reset + 1000))
     end
     local m = 2 * window + 2
     if reset < m and limit * m < 9007199254740992 then

@@ -7,12 +7,14 @@
 -- KEYS and ARGV as in single.lua.
 
 do
-  local now = tonumber(ARGV[4])
-  if now == nil then
+  local limit, window, cost, buckets = struct.unpack('>I4I6I4I2', ARGV[1])
+  local now
+  if ARGV[2] == '' then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  else
+    now = tonumber(ARGV[2])
   end
-  local reply = fast(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), now, ARGV[4] == '',
-    tonumber(ARGV[5]), ARGV[6] == '1')
+  local reply = fast(KEYS[1], limit, window, cost, now, ARGV[2] == '', buckets, ARGV[3] == '1')
   if reply then return reply end
 end

@@ -14,9 +14,20 @@
 -- counter_fast's (the extra arguments are ignored): fast_single.lua and
 -- multi.lua call either.
 
+-- Numbers go to redis.call as strings made here: Redis 7.0 formats a Lua
+-- number argument with "%.17g" (glibc's float printing; with strtod for
+-- ARGV, a fifth of the script's instructions before this, measured with
+-- callgrind). One TTL string per window and call.
+local log_ttl = {}
+
 local function log_fast(key, limit, window, cost, now, server_clock)
   -- 128 = PACKED_MAX, 6 = ENTRY, 2^48 = MAX_TIME, 1000 = SLACK_MS.
   local m = 2 * window + 2
+  local ttl = log_ttl[window]
+  if ttl == nil then
+    ttl = string.format('%d', window + 1000)
+    log_ttl[window] = ttl
+  end
   if limit <= 128 and now >= 0 and now < 281474976710656 and limit * m < 9007199254740992 then
     local s = redis.pcall('GET', key)
     if type(s) ~= 'table' then
@@ -35,16 +46,16 @@ local function log_fast(key, limit, window, cost, now, server_clock)
         local entry = struct.pack('>I6', now)
         if cost > 1 then entry = string.rep(entry, cost) end
         if first > 0 then s = string.sub(s, first * 6 + 1) end
-        redis.call('SET', key, s .. entry, 'PX', window + 1000)
+        redis.call('SET', key, s .. entry, 'PX', ttl)
         return (limit - used - cost) * m + window
       end
     end
   elseif limit > 128 and cost == 1 and server_clock and limit * m < 9007199254740992 then
     local head = redis.pcall('LINDEX', key, 0)
     if type(head) ~= 'table' and (not head or tonumber(head) > now - window) then
-      local n = redis.call('RPUSH', key, now)
+      local n = redis.call('RPUSH', key, string.format('%d', now))
       if n <= limit then
-        redis.call('PEXPIRE', key, window + 1000)
+        redis.call('PEXPIRE', key, ttl)
         return (limit - n) * m + window
       end
       redis.call('RPOP', key)

@@ -10,18 +10,22 @@
 -- unaffected.
 --
 -- KEYS     the state key of every check (any slots: standalone servers only)
--- ARGV     [1] now_ms ("" = Redis TIME)  [2] per-field hash TTL "1"/"0",
---          then per check i 5 values from 2 + 5(i-1) + 1: algorithm (1 log,
---          2 counter, 3 fixed, 4 gcra), limit, window_ms, cost, buckets
+-- ARGV     [1] now_ms ("" = Redis TIME)  [2] per-field hash TTL "1"/"0"
+--          [3] the checks, 17 bytes each in KEYS' order, packed big-endian
+--          (struct '>BI4I6I4I2'): algorithm (1 log, 2 counter, 3 fixed,
+--          4 gcra), limit, window_ms, cost, buckets (one argument instead of
+--          five per check, and no strtod: ~15 % of a check, measured)
 -- Reply    per check, single.lua's reply (one integer or four), or the
 --          error's message (a string)
 
 local FAST = { log_fast, counter_fast }
 local server_clock = ARGV[1] == ''
-local now = tonumber(ARGV[1])
-if now == nil then
+local now
+if server_clock then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[1])
 end
 local field_ttl = ARGV[2] == '1'
 -- The algorithm tables and the prelude's decide, from general() (see
@@ -39,11 +43,16 @@ local function one(key, code, limit, window, cost, buckets)
   return decide(algorithms[code], key, r, cost, now)
 end
 
+local checks = ARGV[3]
+if #checks ~= 17 * #KEYS then
+  return redis.error_reply('multi.lua: ' .. #KEYS .. ' keys but ' .. #checks .. ' bytes of checks')
+end
 local replies = {}
+local at = 1
 for i = 1, #KEYS do
-  local o = 2 + 5 * (i - 1)
-  local ok, reply = pcall(one, KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
-    tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]))
+  local code, limit, window, cost, buckets
+  code, limit, window, cost, buckets, at = struct.unpack('>BI4I6I4I2', checks, at)
+  local ok, reply = pcall(one, KEYS[i], code, limit, window, cost, buckets)
   if ok then
     replies[i] = reply
   elseif type(reply) == 'table' and reply.err then

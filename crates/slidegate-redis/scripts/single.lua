@@ -2,9 +2,10 @@
 -- table, bound by src/scripts.rs.
 --
 -- KEYS[1]  the state key
--- ARGV     [1] limit  [2] window_ms  [3] cost (1..=limit, checked by the
---          client)  [4] now_ms ("" = Redis TIME)  [5] buckets and
---          [6] per-field TTL "1"/"0" (counter only)
+-- ARGV     [1] the check, packed big-endian (struct '>I4I6I4I2'): limit,
+--          window_ms, cost (1..=limit, checked by the client), buckets (1
+--          unless a counter) — 16 bytes, read without strtod
+--          [2] now_ms ("" = Redis TIME)  [3] per-field TTL "1"/"0"
 -- Reply    { allowed (1|0), remaining, retry_after_ms, reset_after_ms };
 --          a fast path's admitted request may instead answer one integer,
 --          remaining * (2 * window_ms + 2) + reset_after_ms, when
@@ -12,13 +13,13 @@
 --          back can leave a later entry) and the whole stays below 2^53:
 --          Redis answers an integer without building an array (~0.8 µs).
 
+local limit, window, cost, buckets = struct.unpack('>I4I6I4I2', ARGV[1])
 local r = {
-  limit = tonumber(ARGV[1]),
-  window = tonumber(ARGV[2]),
-  buckets = tonumber(ARGV[5]),
-  field_ttl = ARGV[6] == '1',
-  client_clock = ARGV[4] ~= '',
+  limit = limit,
+  window = window,
+  buckets = buckets,
+  field_ttl = ARGV[3] == '1',
+  client_clock = ARGV[2] ~= '',
 }
-local cost = tonumber(ARGV[3])
-local now = now_ms(ARGV[4])
+local now = now_ms(ARGV[2])
 return decide(A, KEYS[1], r, cost, now)
