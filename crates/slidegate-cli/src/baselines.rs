@@ -4,9 +4,9 @@
 //!
 //! * [`NaiveZset`] (`naive-zset`): the ZSET script people copy from blog
 //!   posts (`scripts/naive_zset.lua`).
-//! * [`Ping`] (`ping`): a `PING` per check — the floor of anything that asks
-//!   Redis (the connection, both processes' scheduling, the server's event
-//!   loop), with no script and no key.
+//! * [`Ping`] (`ping`): a `PING` per check — what one round trip per check
+//!   costs by itself (the connection, both processes' scheduling, the
+//!   server's event loop), with no script, no key and no batching.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -74,9 +74,9 @@ impl Store for NaiveZset {
     }
 }
 
-/// The transport's floor as a [`Store`]: every check is one `PING`, and
-/// admitted (limit and remaining as the rule's limit). What a check through
-/// slidegate costs beyond this is its script.
+/// A round trip per check as a [`Store`]: every check is one `PING`, and
+/// admitted (limit and remaining as the rule's limit). Unbatched, so under
+/// load slidegate's auto-batched checks can cost less than this.
 #[derive(Clone)]
 pub struct Ping {
     conn: ConnectionManager,

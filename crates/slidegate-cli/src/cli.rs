@@ -86,8 +86,8 @@ pub enum Baseline {
     /// ZREMRANGEBYSCORE + ZCARD + ZADD(ts, ts-random) + EXPIRE with the
     /// client's clock: the script people copy from blog posts.
     NaiveZset,
-    /// One `PING` per check, always admitted: the floor of anything that
-    /// asks Redis (connection, scheduling, the server's event loop).
+    /// One `PING` per check, always admitted: what a round trip per check
+    /// costs by itself (connection, scheduling, the server's event loop).
     Ping,
 }
 
@@ -274,7 +274,7 @@ pub struct BenchArgs {
     /// Instead of slidegate's script, run this baseline through the same
     /// client stack (needs a standalone `redis://` store): `naive-zset` is
     /// the ZSET sliding window of the source articles, `ping` a `PING` per
-    /// check (the transport's own latency and throughput).
+    /// check (a round trip per check, unbatched).
     #[arg(long, value_enum)]
     pub baseline: Option<Baseline>,
 

@@ -228,7 +228,7 @@ fn naive_baseline_and_redis_side_figures() {
 }
 
 /// `--baseline ping` sends one `PING` per check through the same stack and
-/// admits it: the transport's floor, with no script and no key.
+/// admits it: a round trip per check, with no script and no key.
 #[test]
 fn ping_baseline_sends_one_ping_per_check() {
     let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
