@@ -101,10 +101,9 @@ impl Ping {
 
 impl Store for Ping {
     async fn check(&self, rule: &Rule, _key: &str, _cost: u32) -> Result<Decision, Error> {
-        let () = redis::cmd("PING")
-            .query_async::<String>(&mut self.conn.clone())
+        redis::cmd("PING")
+            .query_async::<()>(&mut self.conn.clone())
             .await
-            .map(drop)
             .map_err(|e| Error::new(ErrorKind::Unavailable, format!("ping: {e}")))?;
         Ok(Decision::allowed(rule.limit(), rule.limit(), Duration::ZERO))
     }

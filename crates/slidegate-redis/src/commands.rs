@@ -307,9 +307,30 @@ pub(crate) fn release<'s>(
 mod tests {
     use std::time::Duration;
 
-    use slidegate::Rule;
+    use slidegate::{Algorithm, MAX_WINDOW, Rule};
 
-    use super::single_decision;
+    use super::{CHECK_LEN, Check, single_decision};
+
+    /// The bytes the scripts unpack with struct '>I4I6I4I2' (multi.lua
+    /// adds the algorithm's code in front): limit, window, cost, buckets.
+    #[test]
+    fn checks_are_packed_as_the_scripts_unpack_them() {
+        let counter = Rule::new(100, Duration::from_secs(60))
+            .and_then(|rule| rule.with_algorithm(Algorithm::SLIDING_COUNTER))
+            .expect("rule");
+        let check = Check::new("sg:", &counter, "alice", 3).expect("check");
+        let mut out = [0; CHECK_LEN];
+        check.pack(&mut out);
+        assert_eq!(out, [0, 0, 0, 100, 0, 0, 0, 0, 0xea, 0x60, 0, 0, 0, 3, 0, 10]);
+        // The longest window still fits its 6 bytes; a log has 1 bucket.
+        let longest = Rule::new(u32::MAX, MAX_WINDOW).expect("rule");
+        Check::new("sg:", &longest, "bob", 1).expect("check").pack(&mut out);
+        let window = MAX_WINDOW.as_millis().to_be_bytes();
+        assert_eq!(out[0..4], [0xff; 4]);
+        assert_eq!(out[4..10], window[10..16]);
+        assert_eq!(window[..10], [0; 10], "the window fits in 6 bytes");
+        assert_eq!(out[10..16], [0, 0, 0, 1, 0, 1]);
+    }
 
     #[test]
     fn one_integer_reply_is_remaining_and_reset() {
