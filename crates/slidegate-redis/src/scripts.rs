@@ -35,6 +35,24 @@ macro_rules! single {
     };
 }
 
+/// The prelude and all four algorithm tables (LOG, COUNTER, FIXED, GCRA):
+/// the shared code of the general and the multi script.
+macro_rules! shared {
+    () => {
+        concat!(
+            include_str!("../scripts/prelude.lua"),
+            "\n",
+            include_str!("../scripts/sliding_log.lua"),
+            "\n",
+            include_str!("../scripts/sliding_counter.lua"),
+            "\n",
+            include_str!("../scripts/fixed_window.lua"),
+            "\n",
+            include_str!("../scripts/gcra.lua")
+        )
+    };
+}
+
 /// Full source of the sliding-log script.
 /// Its common case runs first, before the shared code is defined (see
 /// `scripts/log_fast.lua`).
@@ -49,15 +67,7 @@ pub const GCRA: &str = single!("gcra.lua", "GCRA");
 /// Full source of the general script: any number of dimensions, each with
 /// any algorithm and an optional penalty.
 pub const CHECK: &str = concat!(
-    include_str!("../scripts/prelude.lua"),
-    "\n",
-    include_str!("../scripts/sliding_log.lua"),
-    "\n",
-    include_str!("../scripts/sliding_counter.lua"),
-    "\n",
-    include_str!("../scripts/fixed_window.lua"),
-    "\n",
-    include_str!("../scripts/gcra.lua"),
+    shared!(),
     "\n",
     include_str!("../scripts/penalty.lua"),
     "\n",
@@ -73,15 +83,7 @@ pub const MULTI: &str = concat!(
     "\n",
     include_str!("../scripts/counter_fast.lua"),
     "\n-- The shared code, defined only when a check needs it (multi.lua).\nlocal function general()\n",
-    include_str!("../scripts/prelude.lua"),
-    "\n",
-    include_str!("../scripts/sliding_log.lua"),
-    "\n",
-    include_str!("../scripts/sliding_counter.lua"),
-    "\n",
-    include_str!("../scripts/fixed_window.lua"),
-    "\n",
-    include_str!("../scripts/gcra.lua"),
+    shared!(),
     "\nreturn { LOG, COUNTER, FIXED, GCRA }, decide\nend\n",
     include_str!("../scripts/multi.lua")
 );
