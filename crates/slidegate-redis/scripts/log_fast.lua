@@ -17,17 +17,20 @@
 -- Numbers go to redis.call as strings made here: Redis 7.0 formats a Lua
 -- number argument with "%.17g" (glibc's float printing; with strtod for
 -- ARGV, a fifth of the script's instructions before this, measured with
--- callgrind). One TTL string per window and call.
-local log_ttl = {}
+-- callgrind). One TTL string per window and call, made when a write needs it.
+local log_ttls = {}
+local function log_ttl(window)
+  local ttl = log_ttls[window]
+  if ttl == nil then
+    ttl = string.format('%d', window + 1000)
+    log_ttls[window] = ttl
+  end
+  return ttl
+end
 
 local function log_fast(key, limit, window, cost, now, server_clock)
   -- 128 = PACKED_MAX, 6 = ENTRY, 2^48 = MAX_TIME, 1000 = SLACK_MS.
   local m = 2 * window + 2
-  local ttl = log_ttl[window]
-  if ttl == nil then
-    ttl = string.format('%d', window + 1000)
-    log_ttl[window] = ttl
-  end
   if limit <= 128 and now >= 0 and now < 281474976710656 and limit * m < 9007199254740992 then
     local s = redis.pcall('GET', key)
     if type(s) ~= 'table' then
@@ -46,7 +49,7 @@ local function log_fast(key, limit, window, cost, now, server_clock)
         local entry = struct.pack('>I6', now)
         if cost > 1 then entry = string.rep(entry, cost) end
         if first > 0 then s = string.sub(s, first * 6 + 1) end
-        redis.call('SET', key, s .. entry, 'PX', ttl)
+        redis.call('SET', key, s .. entry, 'PX', log_ttl(window))
         return (limit - used - cost) * m + window
       end
     end
@@ -55,7 +58,7 @@ local function log_fast(key, limit, window, cost, now, server_clock)
     if type(head) ~= 'table' and (not head or tonumber(head) > now - window) then
       local n = redis.call('RPUSH', key, string.format('%d', now))
       if n <= limit then
-        redis.call('PEXPIRE', key, ttl)
+        redis.call('PEXPIRE', key, log_ttl(window))
         return (limit - n) * m + window
       end
       redis.call('RPOP', key)
