@@ -31,11 +31,6 @@ local function counter_fast(key, limit, window, cost, now, server_clock, buckets
     local field = string.format('%d', cur)
     -- Numbers as strings, as in log_fast.lua.
     redis.call('HINCRBY', key, field, cost == 1 and '1' or string.format('%d', cost))
-    -- 1000 = SLACK_MS of the prelude; drop_time(j) = ceil((j + 1) W / B) + W - 1.
-    if field_ttl then
-      redis.call('HPEXPIRE', key, string.format('%d', math.ceil((cur + 1) * window / buckets) + window - 1 - now + 1000),
-        'FIELDS', 1, field)
-    end
     -- The key's TTL ends drop_time(newest) + SLACK_MS after the charge
     -- that first filled the newest bucket set it. On the server's clock
     -- (TIME and PEXPIRE share it) a charge to that same bucket would set
@@ -45,6 +40,14 @@ local function counter_fast(key, limit, window, cost, now, server_clock, buckets
     local reset = math.ceil((newest + 1) * window / buckets) + window - 1 - now
     if not same then
       redis.call('PEXPIRE', key, string.format('%d', reset + 1000))
+    end
+    -- After the key's TTL, and allowed to fail (a failover to a server
+    -- without HPEXPIRE): the key is never left without a TTL, and the
+    -- pruning above keeps decisions exact without field TTLs.
+    -- 1000 = SLACK_MS of the prelude; drop_time(j) = ceil((j + 1) W / B) + W - 1.
+    if field_ttl then
+      redis.pcall('HPEXPIRE', key, string.format('%d', math.ceil((cur + 1) * window / buckets) + window - 1 - now + 1000),
+        'FIELDS', 1, field)
     end
     local m = 2 * window + 2
     if reset < m and limit * m < 9007199254740992 then

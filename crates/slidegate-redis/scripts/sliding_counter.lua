@@ -77,12 +77,13 @@ function COUNTER.charge(key, r, cost, now, v)
   local cur = bucket_of(now, r)
   local field = string.format('%d', cur)
   redis.call('HINCRBY', key, field, cost)
-  if r.field_ttl then
-    redis.call('HPEXPIRE', key, drop_time(cur, r) - now + SLACK_MS, 'FIELDS', 1, field)
-  end
   local newest = cur
   if v.newest ~= nil and v.newest > newest then newest = v.newest end
   local reset = drop_time(newest, r) - now
   redis.call('PEXPIRE', key, reset + SLACK_MS)
+  -- After the key's TTL and allowed to fail, as in counter_fast.lua.
+  if r.field_ttl then
+    redis.pcall('HPEXPIRE', key, drop_time(cur, r) - now + SLACK_MS, 'FIELDS', 1, field)
+  end
   return r.limit - v.used - cost, reset
 end
