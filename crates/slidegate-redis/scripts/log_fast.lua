@@ -53,15 +53,27 @@ local function log_fast(key, limit, window, cost, now, server_clock)
         return (limit - used - cost) * m + window
       end
     end
-  elseif limit > 128 and cost == 1 and server_clock and limit * m < 9007199254740992 then
+  elseif limit > 128 and now >= 0 and now < 281474976710656 and limit * m < 9007199254740992 then
+    -- The list layout (see sliding_log.lua: items '>I6I4I7' of 17 bytes,
+    -- time, cost, running total; 2^50 = TOTAL_MAX): a new newest item, or
+    -- this millisecond's item grown, when nothing has expired.
     local head = redis.pcall('LINDEX', key, 0)
-    if type(head) ~= 'table' and (not head or tonumber(head) > now - window) then
-      local n = redis.call('RPUSH', key, string.format('%d', now))
-      if n <= limit then
-        redis.call('PEXPIRE', key, log_ttl(window))
-        return (limit - n) * m + window
+    if type(head) ~= 'table' and (not head or (#head == 17 and struct.unpack('>I6', head) > now - window)) then
+      local used, tail_t, tail_cost, total = 0, nil, 0, 0
+      if head then
+        local _, head_cost, head_total = struct.unpack('>I6I4I7', head)
+        tail_t, tail_cost, total = struct.unpack('>I6I4I7', redis.call('LINDEX', key, -1))
+        used = total - head_total + head_cost
       end
-      redis.call('RPOP', key)
+      if used + cost <= limit and (tail_t == nil or tail_t <= now) and total + cost < 1125899906842624 then
+        if tail_t == now then
+          redis.call('LSET', key, -1, struct.pack('>I6I4I7', now, tail_cost + cost, total + cost))
+        else
+          redis.call('RPUSH', key, struct.pack('>I6I4I7', now, cost, total + cost))
+        end
+        redis.call('PEXPIRE', key, log_ttl(window))
+        return (limit - used - cost) * m + window
+      end
     end
   end
   return nil

@@ -1,43 +1,72 @@
 -- Exact sliding log.
 --
--- The log of a key holds one entry per admitted unit of cost: its time in
--- ms, oldest first. Two requests of one millisecond are two entries, never
--- one. Admits iff (entries in (now - window, now]) + cost <= limit; the
--- oldest entries leave first. Denied requests add nothing (expired
--- entries are dropped whatever the decision).
+-- The log of a key holds every admitted request: its time in ms and its
+-- cost, oldest first. Two requests of one millisecond are both counted,
+-- never collapsed into one. Admits iff (cost in (now - window, now]) +
+-- cost <= limit; the oldest charges leave first. Denied requests add
+-- nothing (expired entries are dropped whatever the decision).
 --
 -- Two layouts of the same log, chosen by the rule's limit:
---   packed (limit <= PACKED_MAX): a string of 6-byte big-endian times, read
---     with one GET and written with one SET .. PX (6 bytes per entry);
---   list (larger limits): a list of times, pushed and trimmed at its ends,
---     O(1) per entry however long the log (rewriting a string copies it
---     all; ~10 bytes per entry).
+--   packed (limit <= PACKED_MAX): a string of 6-byte big-endian times, one
+--     per admitted unit of cost, read with one GET and written with one
+--     SET .. PX (6 bytes per unit; at most PACKED_MAX units count);
+--   list (larger limits): a list of items, one per request (requests of
+--     one millisecond share one), each its time, its cost and the running
+--     total of cost (see ITEM): the cost in the window is a difference of
+--     two totals, so a request costs O(1) however large its cost or the
+--     log — pushed and trimmed at the ends (rewriting a string copies it
+--     all); ~20 bytes per item.
 -- A key found in another layout (a named rule's limit changed across
--- PACKED_MAX, or the sorted set of an older slidegate) is converted, its
--- entries kept.
+-- PACKED_MAX, the sorted set or the list of times of an older slidegate)
+-- is converted, what still counts kept.
 --
 -- Entries stay in time order: a time older than the newest entry (a client
--- clock stepping back) is inserted in its place. The server's clock is
--- taken not to step back (log_fast.lua pushes without looking); if it does
--- (failover to a replica whose clock is behind), a list keeps an expired
--- entry a little longer behind a newer one: it counts more, never less.
+-- clock stepping back) is inserted in its place.
 
 local LOG = {}
 
 local PACKED_MAX = 128
 local ENTRY = 6
--- Times must fit the 6 bytes of a packed entry (and stay exact in Lua).
+-- Times must fit the 6 bytes of an entry (and stay exact in Lua).
 local MAX_TIME = 281474976710656
 
-local function pack_time(t)
+-- A list item: time (6 bytes), cost (4), running total of cost (7) up to
+-- and including this item, big-endian. Totals restart from the oldest item
+-- (renumber) before they leave the 2^53 that doubles hold exactly.
+local ITEM = '>I6I4I7'
+local ITEM_LEN = 17
+local TOTAL_MAX = 1125899906842624
+
+local function check_time(t)
   if t < 0 or t >= MAX_TIME then
     error('slidegate: time ' .. string.format('%d', t) .. ' ms is outside the log (0 .. 2^48)')
   end
+end
+
+local function pack_time(t)
+  check_time(t)
   return struct.pack('>I6', t)
 end
 
--- The times of the log at `key` (layout `kind`, a TYPE answer), sorted.
-local function read_times(key, kind)
+local function pack_item(t, cost, total)
+  check_time(t)
+  return struct.pack(ITEM, t, cost, total)
+end
+
+-- time, cost, total of a list item.
+local function unpack_item(s)
+  local t, cost, total = struct.unpack(ITEM, s)
+  return t, cost, total
+end
+
+-- The log at `key` (layout `kind`, a TYPE answer) as { time, cost } runs,
+-- oldest first; an old list of bare times reads as runs of cost 1.
+local function read_runs(key, kind)
+  local runs = {}
+  local function add(t, c)
+    local last = runs[#runs]
+    if last and last[1] == t then last[2] = last[2] + c else runs[#runs + 1] = { t, c } end
+  end
   local times = {}
   if kind == 'string' then
     local s = redis.call('GET', key)
@@ -45,8 +74,13 @@ local function read_times(key, kind)
       times[#times + 1] = (struct.unpack('>I6', s, i))
     end
   elseif kind == 'list' then
-    for _, t in ipairs(redis.call('LRANGE', key, 0, -1)) do
-      times[#times + 1] = tonumber(t)
+    for _, e in ipairs(redis.call('LRANGE', key, 0, -1)) do
+      if #e == ITEM_LEN then
+        local t, c = unpack_item(e)
+        times[#times + 1] = { t, c }
+      else
+        times[#times + 1] = tonumber(e)
+      end
     end
   elseif kind == 'zset' then
     local flat = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
@@ -56,42 +90,63 @@ local function read_times(key, kind)
   else
     error('slidegate: key ' .. key .. ' holds a ' .. kind .. ', not a sliding log')
   end
-  table.sort(times)
-  return times
+  local function time_of(x) if type(x) == 'table' then return x[1] end return x end
+  table.sort(times, function(x, y) return time_of(x) < time_of(y) end)
+  for _, x in ipairs(times) do
+    if type(x) == 'table' then add(x[1], x[2]) else add(x, 1) end
+  end
+  return runs
 end
 
--- Appends `times` to list `key` (unpack passes at most ~8000 arguments,
+-- Appends `items` to list `key` (unpack passes at most ~8000 arguments,
 -- so in slices).
-local function push_all(key, times)
-  for i = 1, #times, 1000 do
-    redis.call('RPUSH', key, unpack(times, i, math.min(i + 999, #times)))
+local function push_all(key, items)
+  for i = 1, #items, 1000 do
+    redis.call('RPUSH', key, unpack(items, i, math.min(i + 999, #items)))
   end
 end
 
--- Rewrites the log at `key` in the layout `packed` (true) or list (false),
--- keeping its entries and its TTL.
-local function convert(key, packed, window)
+-- Rewrites the log at `key` in the packed layout (`limit` given: the
+-- rule's limit) or the list layout (`limit` nil), keeping its TTL and
+-- what counts. Packed keeps the newest `limit` units only: while more
+-- than `limit` count, every request is denied either way, and the
+-- (used + cost - limit)-th oldest unit, whose expiry lets a request in,
+-- is the same unit in both.
+local function convert(key, window, limit)
   local kind = redis.call('TYPE', key).ok
-  local times = read_times(key, kind)
+  local runs = read_runs(key, kind)
   local ttl = redis.call('PTTL', key)
   if ttl < 1 then ttl = window + SLACK_MS end
   redis.call('DEL', key)
-  if #times == 0 then return end
-  if packed then
-    local parts = {}
-    for i, t in ipairs(times) do parts[i] = pack_time(t) end
-    redis.call('SET', key, table.concat(parts), 'PX', ttl)
+  if #runs == 0 then return end
+  if limit then
+    local parts, keep = {}, limit
+    for i = #runs, 1, -1 do
+      local n = math.min(runs[i][2], keep)
+      parts[#parts + 1] = string.rep(pack_time(runs[i][1]), n)
+      keep = keep - n
+      if keep == 0 then break end
+    end
+    -- Collected newest first.
+    local s = {}
+    for i = #parts, 1, -1 do s[#s + 1] = parts[i] end
+    redis.call('SET', key, table.concat(s), 'PX', ttl)
   else
-    push_all(key, times)
+    local items, total = {}, 0
+    for i, run in ipairs(runs) do
+      total = total + run[2]
+      items[i] = pack_item(run[1], run[2], total)
+    end
+    push_all(key, items)
     redis.call('PEXPIRE', key, ttl)
   end
 end
 
--- A layout: open(key, cutoff, window) -> h, drops the entries up to
--- `cutoff`, h.used = the entries left; at(h, i) -> time of the i-th oldest
--- of them (0-based); newest(h) -> time or nil; add(h, now, count, window)
--- -> reset_ms, adds `count` entries at `now` and sets the TTL;
--- remove(key, t, count) takes back `count` entries at time `t`.
+-- A layout: open(key, cutoff, window, limit) -> h, drops the entries up to
+-- `cutoff`, h.used = the cost left; at(h, i) -> time of the i-th oldest
+-- unit of it (0-based); newest(h) -> time or nil; add(h, now, cost,
+-- window) -> reset_ms, records `cost` at `now` and sets the TTL;
+-- remove(key, t, cost) takes back `cost` recorded at time `t`.
 local PACKED, LIST = {}, {}
 
 -- Keys a packed handle has written in this call: a second handle on one
@@ -118,10 +173,10 @@ local function packed_keep(key, s)
   end
 end
 
-function PACKED.open(key, cutoff, window)
+function PACKED.open(key, cutoff, window, limit)
   local s = redis.pcall('GET', key)
   if type(s) == 'table' then
-    convert(key, true, window)
+    convert(key, window, limit)
     s = redis.call('GET', key)
   end
   s = s or ''
@@ -132,7 +187,7 @@ function PACKED.open(key, cutoff, window)
     s = string.sub(s, first * ENTRY + 1)
     packed_keep(key, s)
   end
-  return { key = key, s = s, used = #s / ENTRY, cutoff = cutoff }
+  return { key = key, s = s, used = #s / ENTRY, cutoff = cutoff, limit = limit }
 end
 
 function PACKED.at(h, i)
@@ -145,7 +200,7 @@ function PACKED.newest(h)
 end
 
 function PACKED.add(h, now, count, window)
-  if written[h.key] then h = PACKED.open(h.key, h.cutoff, window) end
+  if written[h.key] then h = PACKED.open(h.key, h.cutoff, window, h.limit) end
   local s = h.s
   local at = packed_after(s, now)
   local s2 = string.sub(s, 1, at * ENTRY) .. string.rep(pack_time(now), count) .. string.sub(s, at * ENTRY + 1)
@@ -168,73 +223,164 @@ function PACKED.remove(key, t, count)
   packed_keep(key, string.sub(s, 1, from * ENTRY) .. string.sub(s, after * ENTRY + 1))
 end
 
+-- The items of list `key` later than `t`, oldest first (scanned back from
+-- the tail in growing slices; few unless a client clock stepped back).
+local function items_after(key, t)
+  local found, from, slice = {}, -1, 16
+  while true do
+    local items = redis.call('LRANGE', key, from - slice + 1, from)
+    local i = #items
+    while i > 0 and struct.unpack(ITEM, items[i]) > t do
+      found[#found + 1] = items[i]
+      i = i - 1
+    end
+    if i > 0 or #items < slice then break end
+    from, slice = from - slice, slice * 2
+  end
+  local later = {}
+  for i = #found, 1, -1 do later[#later + 1] = found[i] end
+  return later
+end
+
+-- Pushes `items` after list `key` was cut back, their totals moved by
+-- `delta`, and restores the TTL `ttl` (a list cut to nothing is deleted).
+local function push_shifted(key, first, items, delta, ttl)
+  local out = {}
+  if first then out[1] = first end
+  for _, s in ipairs(items) do
+    local t, c, total = unpack_item(s)
+    out[#out + 1] = pack_item(t, c, total + delta)
+  end
+  if #out > 0 then
+    push_all(key, out)
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+
+-- Restarts the running totals of list `key` from its oldest item.
+local function renumber(key)
+  local items = redis.call('LRANGE', key, 0, -1)
+  local _, c, total = unpack_item(items[1])
+  -- The caller sets the TTL again right after.
+  local ttl = math.max(redis.call('PTTL', key), 1)
+  redis.call('DEL', key)
+  push_shifted(key, nil, items, c - total, ttl)
+end
+
 function LIST.open(key, cutoff, window)
   local head = redis.pcall('LINDEX', key, 0)
-  if type(head) == 'table' then
-    convert(key, false, window)
+  if type(head) == 'table' or (head and #head ~= ITEM_LEN) then
+    convert(key, window, nil)
     head = redis.call('LINDEX', key, 0)
   end
-  if head and tonumber(head) <= cutoff then
-    -- Count the expired entries after the head in growing slices (one in
+  if not head then return { key = key, used = 0, len = 0 } end
+  if struct.unpack(ITEM, head) <= cutoff then
+    -- Count the expired items after the head in growing slices (one in
     -- the steady state), then trim them all at once.
-    local gone, slice = 1, 16
+    local gone, slice, first = 1, 16, nil
     while true do
       local items = redis.call('LRANGE', key, gone, gone + slice - 1)
       local k = 0
-      while k < #items and tonumber(items[k + 1]) <= cutoff do k = k + 1 end
+      while k < #items and struct.unpack(ITEM, items[k + 1]) <= cutoff do k = k + 1 end
       gone = gone + k
-      if k < slice then break end
+      if k < #items then first = items[k + 1] end
+      if first or #items < slice then break end
       slice = slice * 2
     end
+    if not first then
+      redis.call('DEL', key)
+      return { key = key, used = 0, len = 0 }
+    end
     redis.call('LTRIM', key, gone, -1)
+    head = first
   end
-  return { key = key, used = redis.call('LLEN', key) }
+  local len = redis.call('LLEN', key)
+  local _, head_cost, head_total = unpack_item(head)
+  local base = head_total - head_cost
+  local _, _, tail_total = unpack_item(len == 1 and head or redis.call('LINDEX', key, -1))
+  return { key = key, used = tail_total - base, len = len, base = base }
 end
 
+-- Time of the i-th oldest unit: the oldest item whose total passes
+-- base + i (binary search; an item of cost 1 each is found at once).
 function LIST.at(h, i)
-  return tonumber(redis.call('LINDEX', h.key, i))
+  local target = h.base + i + 1
+  local lo, hi = 0, h.len - 1
+  if i < h.len then
+    local t, _, total = unpack_item(redis.call('LINDEX', h.key, i))
+    if total == target then return t end
+    hi = i
+  end
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local _, _, total = unpack_item(redis.call('LINDEX', h.key, mid))
+    if total >= target then hi = mid else lo = mid + 1 end
+  end
+  return (unpack_item(redis.call('LINDEX', h.key, lo)))
 end
 
 function LIST.newest(h)
-  local t = redis.call('LINDEX', h.key, -1)
-  if not t then return nil end
-  return tonumber(t)
+  if h.len == 0 then return nil end
+  return (unpack_item(redis.call('LINDEX', h.key, -1)))
 end
 
-function LIST.add(h, now, count, window)
-  local newest = LIST.newest(h)
-  if newest == nil or newest <= now then
-    local times = {}
-    for i = 1, count do times[i] = now end
-    push_all(h.key, times)
-    newest = now
+function LIST.add(h, now, cost, window)
+  -- The tail read again: another dimension of this call may have added.
+  local tail = redis.call('LINDEX', h.key, -1)
+  local newest = now
+  local total
+  if not tail then
+    total = cost
+    redis.call('RPUSH', h.key, pack_item(now, cost, total))
   else
-    -- Insert before the oldest entry later than `now`: scan back from the
-    -- tail in growing slices for the last entry at or before `now`.
-    local later, from, slice = newest, -1, 16
-    while true do
-      local items = redis.call('LRANGE', h.key, from - slice + 1, from)
-      local i = #items
-      while i > 0 and tonumber(items[i]) > now do
-        later = tonumber(items[i])
-        i = i - 1
+    local t, c, tail_total = unpack_item(tail)
+    total = tail_total + cost
+    if t == now then
+      redis.call('LSET', h.key, -1, pack_item(now, c + cost, total))
+    elseif t < now then
+      redis.call('RPUSH', h.key, pack_item(now, cost, total))
+    else
+      -- A client clock stepped back: cut off the later items, add this
+      -- request (to the item of its millisecond, if there is one) and
+      -- push them back, their totals moved by `cost`.
+      newest = t
+      local later = items_after(h.key, now)
+      local before = redis.call('LINDEX', h.key, -#later - 1)
+      local first
+      if before and struct.unpack(ITEM, before) == now then
+        local _, bc, btotal = unpack_item(before)
+        redis.call('LTRIM', h.key, 0, -#later - 2)
+        first = pack_item(now, bc + cost, btotal + cost)
+      else
+        local _, lc, ltotal = unpack_item(later[1])
+        redis.call('LTRIM', h.key, 0, -#later - 1)
+        first = pack_item(now, cost, ltotal - lc + cost)
       end
-      if i > 0 or #items < slice then break end
-      from, slice = from - slice, slice * 2
-    end
-    for _ = 1, count do
-      redis.call('LINSERT', h.key, 'BEFORE', later, now)
+      push_shifted(h.key, first, later, cost, window + SLACK_MS)
     end
   end
+  if total >= TOTAL_MAX then renumber(h.key) end
   local reset = newest + window - now
   redis.call('PEXPIRE', h.key, reset + SLACK_MS)
   return reset
 end
 
-function LIST.remove(key, t, count)
-  if redis.call('TYPE', key).ok == 'list' then
-    redis.call('LREM', key, -count, t)
-  end
+-- Takes back `cost` of the item at time `t` (one item per millisecond:
+-- a request's charge is in it), moving the later items' totals.
+function LIST.remove(key, t, cost)
+  if redis.call('TYPE', key).ok ~= 'list' then return end
+  local tail = redis.call('LINDEX', key, -1)
+  if #tail ~= ITEM_LEN then return end
+  local later = items_after(key, t)
+  local at = redis.call('LINDEX', key, -#later - 1)
+  if not at then return end
+  local at_t, at_cost, at_total = unpack_item(at)
+  local ttl = redis.call('PTTL', key)
+  if at_t ~= t or at_cost < cost or ttl < 1 then return end
+  redis.call('LTRIM', key, 0, -#later - 2)
+  local first
+  if at_cost > cost then first = pack_item(t, at_cost - cost, at_total - cost) end
+  push_shifted(key, first, later, -cost, ttl)
 end
 
 local function layout(r)
@@ -251,7 +397,7 @@ end
 
 function LOG.eval(key, r, cost, now)
   local L = layout(r)
-  local h = L.open(key, now - r.window, r.window)
+  local h = L.open(key, now - r.window, r.window, r.limit)
   local used = h.used
   if used + cost <= r.limit then
     return { fits = true, used = used, remaining = r.limit - used, h = h }

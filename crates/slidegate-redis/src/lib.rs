@@ -2,9 +2,10 @@
 //!
 //! [`RedisStore`] implements [`slidegate::Store`] on Redis: every decision
 //! is one atomic Lua script call (`scripts/*.lua`, one per algorithm), the
-//! Redis server's clock decides "now", the sliding log keeps one entry per
-//! admitted unit (a packed string up to a limit of 128, a list above; see
-//! `scripts/sliding_log.lua`), every key carries a TTL, and identities are hash-tagged so
+//! Redis server's clock decides "now", the sliding log counts every
+//! admitted request (a packed string of times up to a limit of 128, a list
+//! of items with running totals above; see `scripts/sliding_log.lua`),
+//! every key carries a TTL, and identities are hash-tagged so
 //! one identity's keys share a Cluster slot. Errors are
 //! [`slidegate::Error`]s, classified as transient (unreachable, timeout) or
 //! not at this crate's boundary.
@@ -42,6 +43,6 @@ pub use builder::{
     DEFAULT_AUTO_BATCH, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RESPONSE_TIMEOUT, RedisStoreBuilder,
 };
 pub use cluster::{DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
-pub use keys::{penalty_keys, state_key};
+pub use keys::{MAX_PREFIX_LEN, check_prefix, penalty_keys, state_key};
 pub use store::RedisStore;
 pub use url::redact_url;

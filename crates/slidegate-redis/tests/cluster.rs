@@ -135,40 +135,47 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
     // Regression: every request in one millisecond (a frozen client clock),
     // so releases take back entries of the very time that later requests
     // of the same millisecond add again. No charge may be lost (over-admission) or
-    // left behind.
-    let frozen = slidegate::ManualClock::new(slidegate_testkit::conformance::START_MS);
-    let same_ms = RedisStore::builder(cluster.url())
-        .prefix(support::unique_prefix("same-ms-release"))
-        .client_clock(frozen)
-        .connect()
-        .await
-        .expect("connect");
-    let admitted = Arc::new(AtomicU64::new(0));
-    let tasks = (0..64).map(|t| {
-        let (store, global, per_user, users, admitted) =
-            (same_ms.clone(), global.clone(), per_user.clone(), users.clone(), Arc::clone(&admitted));
-        tokio::spawn(async move {
-            for i in 0..8 {
-                let user = &users[(t * 3 + i) % users.len()];
-                if store
-                    .check_all(&[(&global, "api"), (&per_user, user)], 1)
-                    .await
-                    .expect("check_all")
-                    .allowed
-                {
-                    admitted.fetch_add(1, Ordering::Relaxed);
+    // left behind. A global limit of 50 keeps the packed layout, 200 the
+    // list (one item per millisecond, which releases shrink).
+    for global_limit in [50, 200] {
+        let global = rule(global_limit, 600_000, Algorithm::SlidingLog).named("global").expect("name");
+        let frozen = slidegate::ManualClock::new(slidegate_testkit::conformance::START_MS);
+        let same_ms = RedisStore::builder(cluster.url())
+            .prefix(support::unique_prefix("same-ms-release"))
+            .client_clock(frozen)
+            .connect()
+            .await
+            .expect("connect");
+        let admitted = Arc::new(AtomicU64::new(0));
+        let tasks = (0..64).map(|t| {
+            let (store, global, per_user, users, admitted) =
+                (same_ms.clone(), global.clone(), per_user.clone(), users.clone(), Arc::clone(&admitted));
+            tokio::spawn(async move {
+                for i in 0..8 {
+                    let user = &users[(t * 3 + i) % users.len()];
+                    if store
+                        .check_all(&[(&global, "api"), (&per_user, user)], 1)
+                        .await
+                        .expect("check_all")
+                        .allowed
+                    {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
-            }
-        })
-    });
-    for task in join_all(tasks).await {
-        task.expect("task");
+            })
+        });
+        for task in join_all(tasks).await {
+            task.expect("task");
+        }
+        let admitted = admitted.load(Ordering::Relaxed);
+        assert!(admitted <= u64::from(global_limit.min(80)), "{admitted}");
+        let key = slidegate_redis::state_key(same_ms.prefix(), &global, "api").expect("key");
+        let count = support::log_entries(&mut conn, &key).await;
+        assert_eq!(
+            count, admitted,
+            "limit {global_limit}: every admitted request counted, none lost, none left"
+        );
     }
-    let admitted = admitted.load(Ordering::Relaxed);
-    assert!(admitted <= 50, "{admitted}");
-    let key = slidegate_redis::state_key(same_ms.prefix(), &global, "api").expect("key");
-    let count = support::log_entries(&mut conn, &key).await;
-    assert_eq!(count, admitted, "one entry per admitted request, none lost, none left");
     // Releases happened, and every one was answered: a failed one would be
     // retried by nobody, and a retried one could take back another
     // request's charge.

@@ -53,14 +53,15 @@ async fn a_limit_changed_across_the_layouts_keeps_the_log() {
     assert_eq!(denied.reset_after, Duration::from_millis(WINDOW));
     assert_eq!(support::log_entries(&mut conn, &key).await, 200);
 
-    // Lowered to 100 again: packed, all 200 entries kept; room comes back
-    // once the 101st oldest (START_MS + 10) leaves.
+    // Lowered to 100 again: packed, the newest 100 entries kept (all that
+    // can matter: room comes back once the 101st oldest, START_MS + 10,
+    // leaves — the oldest of those kept).
     clock.advance(Duration::from_millis(10));
     let denied = store.check(&api(100), "u", 1).await.expect("check");
     assert!(!denied.allowed);
     assert_eq!(denied.retry_after, Duration::from_millis(WINDOW - 10));
     assert_eq!(kind(&mut conn, &key).await, "string");
-    assert_eq!(support::log_entries(&mut conn, &key).await, 200);
+    assert_eq!(support::log_entries(&mut conn, &key).await, 100);
     let left = ttl(&mut conn, &key).await;
     assert!(left > 0 && left <= (WINDOW + 1000) as i64, "TTL kept: {left}");
 
@@ -129,4 +130,115 @@ async fn unusable_keys_and_times_are_errors() {
     clock.set(1 << 48);
     let err = store.check(&api(5), "future", 1).await.expect_err("time out of range");
     assert!(err.to_string().contains("outside the log"), "{err}");
+}
+
+async fn items(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> u64 {
+    redis::cmd("LLEN").arg(key).query_async(conn).await.expect("LLEN")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_log_costs_one_item_per_request_whatever_its_cost() {
+    let server = support::server();
+    let clock = ManualClock::new(START_MS);
+    let store = support::client_clock_store(&server, "layout-weighted", clock.clone()).await;
+    let mut conn = support::inspect(&server).await;
+    let rule = api(1_000_000);
+    let key = slidegate_redis::state_key(store.prefix(), &rule, "bytes").expect("key");
+
+    // 600,000 units in one request, then 1000 requests of one unit in the
+    // same millisecond: one item holds them all.
+    assert_eq!(store.check(&rule, "bytes", 600_000).await.expect("check").remaining, 400_000);
+    for _ in 0..1000 {
+        assert!(store.check(&rule, "bytes", 1).await.expect("check").allowed);
+    }
+    assert_eq!(items(&mut conn, &key).await, 1);
+    assert_eq!(support::log_entries(&mut conn, &key).await, 601_000);
+    let bytes: u64 =
+        redis::cmd("MEMORY").arg("USAGE").arg(&key).query_async(&mut conn).await.expect("MEMORY");
+    assert!(bytes <= 256, "{bytes} bytes for one item");
+
+    // 500,000 more do not fit until the first millisecond leaves.
+    clock.advance(Duration::from_millis(10));
+    let denied = store.check(&rule, "bytes", 500_000).await.expect("check");
+    assert!(!denied.allowed);
+    assert_eq!(denied.remaining, 399_000);
+    assert_eq!(denied.retry_after, Duration::from_millis(WINDOW - 10));
+    assert_eq!(store.check(&rule, "bytes", 300_000).await.expect("check").remaining, 99_000);
+    assert_eq!(items(&mut conn, &key).await, 2);
+
+    // A client clock stepping back lands in its own millisecond's item,
+    // between the two.
+    clock.set(START_MS + 5);
+    assert_eq!(store.check(&rule, "bytes", 9_000).await.expect("check").remaining, 90_000);
+    clock.set(START_MS);
+    assert_eq!(store.check(&rule, "bytes", 1_000).await.expect("check").remaining, 89_000);
+    assert_eq!(items(&mut conn, &key).await, 3);
+
+    // The first millisecond leaves: its 602,000 units with it.
+    clock.set(START_MS + WINDOW);
+    let d = store.check(&rule, "bytes", 690_000).await.expect("check");
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(d.remaining, 1_000_000 - 309_000 - 690_000);
+    assert_eq!(support::log_entries(&mut conn, &key).await, 309_000 + 690_000);
+    support::assert_every_key_has_ttl(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_of_bare_times_of_an_older_slidegate_is_taken_over() {
+    let server = support::server();
+    let clock = ManualClock::new(START_MS + 10);
+    let store = support::client_clock_store(&server, "layout-old-list", clock.clone()).await;
+    let mut conn = support::inspect(&server).await;
+    let rule = api(500);
+    let key = slidegate_redis::state_key(store.prefix(), &rule, "old").expect("key");
+    let () = redis::cmd("RPUSH")
+        .arg(&key)
+        .arg(START_MS)
+        .arg(START_MS)
+        .arg(START_MS + 1)
+        .query_async(&mut conn)
+        .await
+        .expect("RPUSH");
+    let () = redis::cmd("PEXPIRE").arg(&key).arg(WINDOW + 1000).query_async(&mut conn).await.expect("TTL");
+    let d = store.check(&rule, "old", 1).await.expect("check");
+    assert_eq!(d.remaining, 500 - 4, "the three old entries count");
+    assert_eq!(items(&mut conn, &key).await, 3, "one item per millisecond");
+    clock.set(START_MS + WINDOW);
+    assert_eq!(store.check(&rule, "old", 1).await.expect("check").remaining, 500 - 3);
+    support::assert_every_key_has_ttl(&server).await;
+}
+
+/// A list item as the scripts write it: time, cost, running total.
+fn item(time: u64, cost: u32, total: u64) -> Vec<u8> {
+    let mut bytes = time.to_be_bytes()[2..].to_vec();
+    bytes.extend_from_slice(&cost.to_be_bytes());
+    bytes.extend_from_slice(&total.to_be_bytes()[1..]);
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_totals_restart_before_they_lose_precision() {
+    let server = support::server();
+    let clock = ManualClock::new(START_MS + 10);
+    let store = support::client_clock_store(&server, "layout-renumber", clock.clone()).await;
+    let mut conn = support::inspect(&server).await;
+    let rule = api(1000);
+    let key = slidegate_redis::state_key(store.prefix(), &rule, "long-lived").expect("key");
+    // A log whose totals reached 2^50 (years of traffic without a pause).
+    let top = 1u64 << 50;
+    let () = redis::cmd("RPUSH")
+        .arg(&key)
+        .arg(item(START_MS, 3, top - 5))
+        .arg(item(START_MS + 1, 2, top - 3))
+        .query_async(&mut conn)
+        .await
+        .expect("RPUSH");
+    let () = redis::cmd("PEXPIRE").arg(&key).arg(WINDOW + 1000).query_async(&mut conn).await.expect("TTL");
+    assert_eq!(store.check(&rule, "long-lived", 10).await.expect("check").remaining, 1000 - 15);
+    let items: Vec<Vec<u8>> =
+        redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).query_async(&mut conn).await.expect("LRANGE");
+    assert_eq!(items, [item(START_MS, 3, 3), item(START_MS + 1, 2, 5), item(START_MS + 10, 10, 15)]);
+    clock.set(START_MS + WINDOW);
+    assert_eq!(store.check(&rule, "long-lived", 1).await.expect("check").remaining, 1000 - 13);
+    support::assert_every_key_has_ttl(&server).await;
 }

@@ -27,7 +27,9 @@ fn case() -> impl Strategy<Value = (Algorithm, u32, u64, Trace)> {
     let limit = prop_oneof![3 => 1u32..=6, 1 => 129u32..=132];
     (algorithm, limit, 10u64..=300).prop_flat_map(|(algorithm, limit, window)| {
         let step = prop_oneof![9 => 0..=(window as i64 / 3), 1 => -(window as i64)..0];
-        let trace = prop::collection::vec((0usize..2, step, 1..=limit.min(40)), 1..60);
+        // Costs mostly small, sometimes up to the limit (one list item each).
+        let cost = prop_oneof![4 => 1..=limit.min(40), 1 => 1..=limit];
+        let trace = prop::collection::vec((0usize..2, step, cost), 1..60);
         (Just(algorithm), Just(limit), Just(window), trace)
     })
 }

@@ -61,8 +61,9 @@ pub async fn assert_every_key_has_ttl(server: &RedisServer) {
     }
 }
 
-/// The number of entries of the sliding log at `key`, in either layout: a
-/// packed string of 6-byte times (limits up to 128) or a list.
+/// The cost recorded in the sliding log at `key`, in either layout: a
+/// packed string of 6-byte times, one per unit (limits up to 128), or a
+/// list of items with running totals.
 pub async fn log_entries(conn: &mut impl redis::aio::ConnectionLike, key: &str) -> u64 {
     let kind: String = redis::cmd("TYPE").arg(key).query_async(conn).await.expect("TYPE");
     match kind.as_str() {
@@ -71,7 +72,17 @@ pub async fn log_entries(conn: &mut impl redis::aio::ConnectionLike, key: &str) 
             assert_eq!(bytes % 6, 0, "a packed log is whole 6-byte entries");
             bytes / 6
         }
-        "list" => redis::cmd("LLEN").arg(key).query_async(conn).await.expect("LLEN"),
+        "list" => {
+            // Items of 17 bytes: time (6), cost (4), running total (7).
+            let item = |bytes: &[u8], at: std::ops::Range<usize>| {
+                bytes[at].iter().fold(0u64, |n, &b| n << 8 | u64::from(b))
+            };
+            let head: Vec<u8> = redis::cmd("LINDEX").arg(key).arg(0).query_async(conn).await.expect("LINDEX");
+            let tail: Vec<u8> =
+                redis::cmd("LINDEX").arg(key).arg(-1).query_async(conn).await.expect("LINDEX");
+            assert!(head.len() == 17 && tail.len() == 17, "list items are 17 bytes");
+            item(&tail, 10..17) - item(&head, 10..17) + item(&head, 6..10)
+        }
         "none" => 0,
         other => panic!("{key} holds a {other}, not a sliding log"),
     }
