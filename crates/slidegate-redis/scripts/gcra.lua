@@ -17,14 +17,17 @@ function GCRA.eval(key, r, cost, now)
       ahead = (ms - now) * r.limit + tonumber(rem)
     end
   end
-  local next_ahead = ahead + cost * r.window
-  if next_ahead <= cap then
-    return { fits = true, ahead = ahead, next = next_ahead, remaining = math.floor((cap - ahead) / r.window) }
+  -- Compared with the room left rather than summed: ahead + cost * window
+  -- can pass 2^53, where doubles stop being exact; both terms here stay
+  -- below cap.
+  local room = cap - cost * r.window
+  if ahead <= room then
+    return { fits = true, ahead = ahead, next = ahead + cost * r.window, remaining = math.floor((cap - ahead) / r.window) }
   end
   return {
     fits = false,
     remaining = math.floor(nonneg(cap - ahead) / r.window),
-    retry = math.ceil((next_ahead - cap) / r.limit),
+    retry = math.ceil((ahead - room) / r.limit),
     reset = math.ceil(ahead / r.limit),
   }
 end

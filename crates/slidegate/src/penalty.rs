@@ -195,7 +195,7 @@ impl PenaltyState {
         decision.violations = count;
         if penalty.ban_threshold().is_some_and(|ban| count >= ban) {
             let ban_for = Duration::from_millis(penalty.ban_for_ms);
-            self.banned_until = now + penalty.ban_for_ms;
+            self.banned_until = now.saturating_add(penalty.ban_for_ms);
             self.violations.clear();
             decision.state = State::Banned;
             decision.retry_after = decision.retry_after.max(ban_for);
@@ -205,7 +205,7 @@ impl PenaltyState {
 
     /// The time (ms) from which this state holds nothing (0 when empty).
     pub fn expires_at(&self, penalty: &Penalty) -> u64 {
-        let last = self.violations.back().map_or(0, |&t| t + penalty.window_ms);
+        let last = self.violations.back().map_or(0, |&t| t.saturating_add(penalty.window_ms));
         last.max(self.banned_until)
     }
 }

@@ -49,6 +49,43 @@ fn expired_state_is_reclaimed() {
     assert!(store.is_empty());
 }
 
+/// A clock at the very end of time (a user's own `Clock`, a hand-set
+/// `ManualClock`) never makes the store panic or wrap around: every
+/// algorithm, with and without a penalty, decides without overflow.
+#[test]
+fn times_at_the_end_of_the_clock_never_panic() {
+    let penalty = slidegate::Penalty::new(Duration::from_secs(60))
+        .and_then(|p| p.ban_after(2, Duration::from_secs(3600)))
+        .expect("penalty");
+    for end in [u64::MAX - 1000, u64::MAX - 1, u64::MAX] {
+        let clock = ManualClock::new(end - 10);
+        let store = MemoryStore::builder().clock(clock.clone()).build();
+        for algorithm in every_algorithm() {
+            let rule = Rule::new(3, slidegate::MAX_WINDOW)
+                .and_then(|r| r.with_algorithm(algorithm))
+                .and_then(|r| r.with_penalty(penalty))
+                .expect("rule");
+            clock.set(end - 10);
+            for step in [0, 1, 5, 4] {
+                clock.advance(Duration::from_millis(step));
+                for cost in [1, 3] {
+                    let d = store.check_sync(&rule, "late", cost).expect("a decision, not a panic");
+                    assert!(d.remaining <= 3, "{rule}: {d:?}");
+                }
+            }
+        }
+    }
+}
+
+fn every_algorithm() -> [slidegate::Algorithm; 4] {
+    [
+        slidegate::Algorithm::SlidingLog,
+        slidegate::Algorithm::SLIDING_COUNTER,
+        slidegate::Algorithm::FixedWindow,
+        slidegate::Algorithm::Gcra,
+    ]
+}
+
 #[test]
 fn threads_hammering_one_key_admit_exactly_the_limit() {
     let store = Arc::new(MemoryStore::builder().clock(ManualClock::new(5)).build());

@@ -7,6 +7,7 @@
 //! calls of the factory must not share state.
 
 pub mod dimensions;
+pub mod extremes;
 pub mod penalties;
 
 use std::future::Future;
@@ -76,6 +77,8 @@ where
     gcra_spreads_requests(&s, &c).await;
     let (s, c) = fresh().await;
     matches_model_on_a_mixed_trace(&s, &c).await;
+    let (s, c) = fresh().await;
+    extremes::extreme_rules_match_the_model(&s, &c).await;
     let (s, c) = fresh().await;
     penalties::warns_then_bans(&s, &c).await;
     let (s, c) = fresh().await;

@@ -28,7 +28,7 @@ impl FixedWindow {
         if cur > self.index {
             *self = FixedWindow { index: cur, count: 0 };
         }
-        let ends = Duration::from_millis((self.index + 1) * window - now);
+        let ends = Duration::from_millis(self.ends_at(window) - now);
         if u64::from(self.count) + u64::from(cost) <= u64::from(rule.limit()) {
             let reset = if self.count > 0 { ends } else { Duration::ZERO };
             return Decision::allowed(rule.limit(), rule.limit() - self.count, reset);
@@ -43,12 +43,17 @@ impl FixedWindow {
             return peeked;
         }
         self.count += cost;
-        let ends = Duration::from_millis((self.index + 1) * rule.window_ms() - now);
+        let ends = Duration::from_millis(self.ends_at(rule.window_ms()) - now);
         Decision::allowed(rule.limit(), rule.limit() - self.count, ends)
+    }
+
+    /// When the current window ends (saturating at the end of time).
+    fn ends_at(&self, window: u64) -> u64 {
+        self.index.saturating_add(1).saturating_mul(window)
     }
 
     /// When the current window ends (0 when nothing was counted).
     pub fn expires_at(&self, window: u64) -> u64 {
-        if self.count == 0 { 0 } else { (self.index + 1) * window }
+        if self.count == 0 { 0 } else { self.ends_at(window) }
     }
 }

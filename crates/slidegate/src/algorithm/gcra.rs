@@ -52,7 +52,7 @@ impl Gcra {
             if !charge {
                 return Decision::allowed(rule.limit(), ((w * n - ahead) / w) as u32, ms(ahead));
             }
-            self.tat_ms = now + (next / n) as u64;
+            self.tat_ms = now.saturating_add((next / n) as u64);
             self.tat_rem = (next % n) as u64;
             let remaining = ((w * n - next) / w) as u32;
             return Decision::allowed(rule.limit(), remaining, ms(next));
@@ -63,6 +63,6 @@ impl Gcra {
 
     /// When the bucket is full again (0 when it already is).
     pub fn expires_at(&self) -> u64 {
-        self.tat_ms + u64::from(self.tat_rem > 0)
+        self.tat_ms.saturating_add(u64::from(self.tat_rem > 0))
     }
 }

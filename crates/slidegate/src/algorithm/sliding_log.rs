@@ -58,7 +58,7 @@ impl SlidingLog {
         for &(ts, c) in &self.entries {
             freed += u64::from(c);
             if freed >= excess {
-                retry_at = ts + window;
+                retry_at = ts.saturating_add(window);
                 break;
             }
         }
@@ -91,7 +91,7 @@ impl SlidingLog {
 
     /// When the last recorded charge leaves the window (0 when empty).
     pub fn expires_at(&self, window: u64) -> u64 {
-        self.entries.back().map_or(0, |&(ts, _)| ts + window)
+        self.entries.back().map_or(0, |&(ts, _)| ts.saturating_add(window))
     }
 
     /// Cost recorded at or before pruning time (for inspection and tests).
