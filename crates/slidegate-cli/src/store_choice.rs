@@ -72,36 +72,18 @@ pub fn run_prefix(purpose: &str) -> String {
     format!("sg:{purpose}:{:016x}:", rand::random::<u64>())
 }
 
-/// The longest key prefix a user may give: keys stay short, and a prefix
-/// is a namespace, not data.
-pub const MAX_PREFIX_LEN: usize = 64;
-
 /// Checks a user-given key prefix (`bench --prefix`) for clap.
 ///
 /// # Errors
 ///
-/// A message saying what is wrong when the prefix is empty, longer than
-/// [`MAX_PREFIX_LEN`] bytes, or holds whitespace, a control character or a
-/// brace. Braces are refused because every key's `{identity}` hash tag
-/// picks its Cluster slot: a brace in the prefix would become the tag and
-/// put every key in one slot.
+/// A message saying what is wrong when the prefix is empty or fails
+/// [`slidegate_redis::check_prefix`] (too long, whitespace, control
+/// characters, braces).
 pub fn parse_key_prefix(text: &str) -> Result<String, String> {
     if text.is_empty() {
         return Err("the key prefix must not be empty".to_owned());
     }
-    if text.len() > MAX_PREFIX_LEN {
-        return Err(format!("the key prefix is {} bytes; at most {MAX_PREFIX_LEN} are allowed", text.len()));
-    }
-    if let Some(bad) = text.chars().find(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!(
-            "the key prefix must not contain whitespace or control characters (found {bad:?})"
-        ));
-    }
-    if text.contains(['{', '}']) {
-        return Err(
-            "the key prefix must not contain `{` or `}` (they would become the keys' hash tag)".to_owned()
-        );
-    }
+    slidegate_redis::check_prefix(text).map_err(|e| e.message().to_owned())?;
     Ok(text.to_owned())
 }
 
@@ -207,9 +189,16 @@ mod tests {
     #[test]
     fn checks_key_prefixes() {
         assert_eq!(parse_key_prefix("sg:shared:"), Ok("sg:shared:".to_owned()));
-        assert_eq!(parse_key_prefix(&"p".repeat(MAX_PREFIX_LEN)).map(|p| p.len()), Ok(MAX_PREFIX_LEN));
+        assert_eq!(
+            parse_key_prefix(&"p".repeat(slidegate_redis::MAX_PREFIX_LEN)).map(|p| p.len()),
+            Ok(slidegate_redis::MAX_PREFIX_LEN)
+        );
         assert!(parse_key_prefix("").unwrap_err().contains("empty"));
-        assert!(parse_key_prefix(&"p".repeat(MAX_PREFIX_LEN + 1)).unwrap_err().contains("at most 64"));
+        assert!(
+            parse_key_prefix(&"p".repeat(slidegate_redis::MAX_PREFIX_LEN + 1))
+                .unwrap_err()
+                .contains("at most 64")
+        );
         for bad in ["a b", "a\tb", "a\nb", "a\u{7f}b", "a\u{a0}b"] {
             assert!(parse_key_prefix(bad).unwrap_err().contains("whitespace or control"), "{bad:?}");
         }

@@ -16,6 +16,7 @@ use crate::auto_batch::AutoBatch;
 use crate::cluster::{ClusterPool, DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
 use crate::connection::{Backend, Topology, parse_topology};
 use crate::errors::from_redis;
+use crate::keys::check_prefix;
 use crate::scripts::Scripts;
 use crate::sentinel::SentinelPool;
 use crate::store::{Inner, RedisStore};
@@ -85,7 +86,8 @@ impl RedisStoreBuilder {
     }
 
     /// Prefix of every key (default [`DEFAULT_PREFIX`]); gives applications
-    /// or test runs sharing one Redis separate namespaces.
+    /// or test runs sharing one Redis separate namespaces. Checked by
+    /// [`connect`](Self::connect) (see [`check_prefix`](crate::check_prefix)).
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -151,9 +153,11 @@ impl RedisStoreBuilder {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Backend`] for a malformed URL; `Unavailable`/`Timeout`
+    /// [`ErrorKind::InvalidConfig`] for a malformed URL or key prefix
+    /// (see [`check_prefix`](crate::check_prefix)); `Unavailable`/`Timeout`
     /// when the servers cannot be reached.
     pub async fn connect(self) -> Result<RedisStore, Error> {
+        check_prefix(&self.prefix)?;
         let described = describe(&self.topology);
         let backend = match self.topology? {
             Topology::Standalone(url) => {
@@ -166,7 +170,9 @@ impl RedisStoreBuilder {
                     .tcp_settings(TcpSettings::default().set_nodelay(true))
                     .retries(3)
                     .build()
-                    .map_err(|e| Error::with_source(ErrorKind::Backend, "invalid cluster node URL", e))?;
+                    .map_err(|e| {
+                        Error::with_source(ErrorKind::InvalidConfig, "invalid cluster node URL", e)
+                    })?;
                 let pool = ClusterPool::connect(client, self.cluster_connections, self.max_in_flight)
                     .await
                     .map_err(|e| from_redis(&format!("connecting to {described}"), e))?;
@@ -204,8 +210,9 @@ impl RedisStoreBuilder {
 
 async fn standalone(url: &str, connect: Duration, response: Duration) -> Result<ConnectionManager, Error> {
     let shown = redact_url(url);
-    redis::Client::open(url)
-        .map_err(|e| Error::with_source(ErrorKind::Backend, format!("invalid Redis URL {shown:?}"), e))?;
+    redis::Client::open(url).map_err(|e| {
+        Error::with_source(ErrorKind::InvalidConfig, format!("invalid Redis URL {shown:?}"), e)
+    })?;
     manager(url, connect, response).await.map_err(|e| from_redis(&format!("connecting to {shown}"), e))
 }
 
@@ -247,7 +254,7 @@ impl RedisStore {
     {
         let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
         let topology = if nodes.is_empty() {
-            Err(Error::new(ErrorKind::Backend, "a cluster needs at least one node URL"))
+            Err(Error::new(ErrorKind::InvalidConfig, "a cluster needs at least one node URL"))
         } else {
             Ok(Topology::Cluster(nodes))
         };

@@ -113,7 +113,7 @@ fn split_hosts(authority: &str) -> (String, Vec<String>) {
 ///
 /// # Errors
 ///
-/// [`ErrorKind::Backend`] for a scheme slidegate does not speak.
+/// [`ErrorKind::InvalidConfig`] for a scheme slidegate does not speak.
 pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
     let trimmed = url.trim();
     let lower = trimmed.to_ascii_lowercase();
@@ -123,7 +123,7 @@ pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
         let (userinfo, hosts) = split_hosts(authority);
         if hosts.is_empty() {
             return Err(Error::new(
-                ErrorKind::Backend,
+                ErrorKind::InvalidConfig,
                 format!(
                     "cluster URL {:?} names no node (redis+cluster://host:port,host:port/)",
                     redact_url(url)
@@ -141,7 +141,7 @@ pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
         let db = match parts.next() {
             Some(db) => db.parse::<i64>().map_err(|_| {
                 Error::new(
-                    ErrorKind::Backend,
+                    ErrorKind::InvalidConfig,
                     format!("sentinel URL {:?}: database {db:?} is not a number", redact_url(url)),
                 )
             })?,
@@ -149,7 +149,7 @@ pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
         };
         if hosts.is_empty() || master.is_empty() {
             return Err(Error::new(
-                ErrorKind::Backend,
+                ErrorKind::InvalidConfig,
                 format!(
                     "sentinel URL {:?} needs sentinels and a primary name (redis+sentinel://host:port,host:port/mymaster)",
                     redact_url(url)
@@ -163,7 +163,7 @@ pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
         return Ok(Topology::Standalone(trimmed.to_owned()));
     }
     Err(Error::new(
-        ErrorKind::Backend,
+        ErrorKind::InvalidConfig,
         format!(
             "invalid Redis URL {:?}: expected redis://host:port/, redis+cluster://host:port,host:port/ \
              or redis+sentinel://host:port,host:port/<primary name>",

@@ -6,7 +6,47 @@
 //! [`slidegate::encode_identity`]: it cannot contain braces, so nobody can
 //! steer the slot, and it is at most 128 bytes.
 
-use slidegate::{Error, Rule, encode_identity};
+use slidegate::{Error, ErrorKind, Rule, encode_identity};
+
+/// The longest key prefix: keys stay short, and a prefix is a namespace,
+/// not data.
+pub const MAX_PREFIX_LEN: usize = 64;
+
+/// Checks a key prefix ([`RedisStoreBuilder::prefix`](crate::RedisStoreBuilder::prefix)).
+///
+/// # Errors
+///
+/// [`InvalidConfig`](ErrorKind::InvalidConfig) when the prefix is longer
+/// than [`MAX_PREFIX_LEN`] bytes or holds whitespace, a control character
+/// or a brace. Braces are refused because every key's `{identity}` hash
+/// tag picks its Cluster slot: a brace in the prefix would become the tag,
+/// put unrelated identities in one slot and split one identity's keys.
+///
+/// ```
+/// assert!(slidegate_redis::check_prefix("myapp:limits:").is_ok());
+/// let err = slidegate_redis::check_prefix("app{1}:").unwrap_err();
+/// assert!(err.to_string().contains("hash tag"));
+/// ```
+pub fn check_prefix(prefix: &str) -> Result<(), Error> {
+    let refuse = |why: String| Err(Error::new(ErrorKind::InvalidConfig, why));
+    if prefix.len() > MAX_PREFIX_LEN {
+        return refuse(format!(
+            "the key prefix is {} bytes; at most {MAX_PREFIX_LEN} are allowed",
+            prefix.len()
+        ));
+    }
+    if let Some(bad) = prefix.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return refuse(format!(
+            "the key prefix must not contain whitespace or control characters (found {bad:?})"
+        ));
+    }
+    if prefix.contains(['{', '}']) {
+        return refuse(
+            "the key prefix must not contain `{` or `}` (they would become the keys' hash tag)".to_owned(),
+        );
+    }
+    Ok(())
+}
 
 /// The Redis key holding `rule`'s state for `key`.
 ///

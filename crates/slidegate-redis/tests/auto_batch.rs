@@ -138,6 +138,7 @@ async fn a_check_whose_caller_gave_up_is_never_charged() {
         let state = slidegate_redis::state_key(store.prefix(), &rule, key).expect("key");
         assert_eq!(support::log_entries(&mut conn, &state).await, expected, "{key}");
     }
+    support::assert_every_key_has_ttl(&server).await;
 }
 
 /// With auto-batching off every check is its own script call.
@@ -160,4 +161,5 @@ async fn auto_batch_off_sends_every_check_alone() {
         assert!(result.expect("task").expect("check").allowed);
     }
     assert_eq!(evalsha_calls(&server).await, 64);
+    support::assert_every_key_has_ttl(&server).await;
 }

@@ -149,6 +149,7 @@ async fn frozen_redis_never_holds_a_caller_past_the_deadline() {
     println!("store used again {recovered_in:?} after SIGCONT");
     let after = load(&limiter, &rule, Duration::from_millis(300)).await;
     assert!(after.errors.is_empty() && after.degraded == 0, "{after:?}");
+    support::assert_every_key_has_ttl(&server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

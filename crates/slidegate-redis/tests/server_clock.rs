@@ -5,7 +5,10 @@ mod support;
 
 use std::time::Duration;
 
+use std::sync::OnceLock;
+
 use futures::future::join_all;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use slidegate::{Algorithm, ManualClock, Rule, Store};
 use slidegate_testkit::conformance::{START_MS, rule};
 
@@ -32,6 +35,7 @@ async fn concurrent_tasks_admit_exactly_the_limit() {
         let admitted: u32 = join_all(tasks).await.into_iter().map(|r| r.expect("task")).sum();
         assert_eq!(admitted, 100, "{rule}: 1280 concurrent requests, limit 100");
     }
+    support::assert_every_key_has_ttl(&server).await;
 }
 
 /// 1000 requests stamped with the same millisecond, from several clients
@@ -62,6 +66,19 @@ async fn same_millisecond_requests_never_collapse() {
     let mut conn = support::inspect(&server).await;
     let key = slidegate_redis::state_key(&prefix, &rule, "ms").expect("key");
     assert_eq!(support::log_entries(&mut conn, &key).await, 100, "one entry per admitted request");
+
+    // The same above a limit of 128, where the log is a list of items (one
+    // per millisecond: all 200 admitted requests share one).
+    let rule = slidegate_testkit::conformance::rule(200, 1000, Algorithm::SlidingLog);
+    let tasks = (0..1000).map(|i| {
+        let (store, rule) = (clients[i % 4].clone(), rule.clone());
+        tokio::spawn(async move { store.check(&rule, "ms", 1).await.expect("check").allowed })
+    });
+    let admitted = join_all(tasks).await.into_iter().filter(|r| *r.as_ref().expect("task")).count();
+    assert_eq!(admitted, 200);
+    let key = slidegate_redis::state_key(&prefix, &rule, "ms").expect("key");
+    assert_eq!(support::log_entries(&mut conn, &key).await, 200, "every admitted request counted");
+    support::assert_every_key_has_ttl(&server).await;
 }
 
 /// Every key any algorithm writes carries a TTL: the longest time a charge
@@ -99,24 +116,65 @@ async fn no_key_is_left_without_ttl() {
     }
 }
 
-/// `SCRIPT FLUSH` in the middle of a run surfaces no error: the store
-/// reloads the script on NOSCRIPT and retries.
+/// This binary's metrics recorder (installed once; only the SCRIPT FLUSH
+/// test reads it).
+fn metrics() -> &'static Snapshotter {
+    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
+    SNAPSHOTTER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().expect("the only metrics recorder of this test binary");
+        snapshotter
+    })
+}
+
+fn script_reloads() -> u64 {
+    metrics()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == "slidegate_script_reloads_total")
+        .map(|(.., value)| if let DebugValue::Counter(n) = value { n } else { 0 })
+        .sum()
+}
+
+/// `SCRIPT FLUSH` in the middle of a run surfaces no error, on every path
+/// (single checks of each algorithm, auto-batched or not, multi-dimension
+/// checks, batches): the store reloads the script on NOSCRIPT and retries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_mid_run_is_invisible() {
+    metrics();
     let server = support::server();
     let store = support::server_clock_store(&server, "flush").await;
     let rules: Vec<Rule> =
         slidegate_testkit::conformance::algorithms(10).into_iter().map(|a| rule(1000, 60_000, a)).collect();
+    let reloads_before = script_reloads();
     for round in 0..5 {
         let tasks = (0..32).map(|i| {
-            let (store, rule) = (store.clone(), rules[i % rules.len()].clone());
-            tokio::spawn(async move { store.check(&rule, &format!("k{i}"), 1).await })
+            let (store, rules) = (store.clone(), rules.clone());
+            tokio::spawn(async move {
+                let rule = &rules[i % rules.len()];
+                let key = format!("k{i}");
+                match i % 4 {
+                    0 | 1 => store.check(rule, &key, 1).await.map(|_| ()),
+                    2 => {
+                        let other = &rules[(i + 1) % rules.len()];
+                        store.check_all(&[(rule, key.as_str()), (other, "shared")], 1).await.map(|_| ())
+                    }
+                    _ => {
+                        let results = store.check_batch(&[(rule, key.as_str(), 1), (rule, "b", 2)]).await;
+                        results.into_iter().collect::<Result<Vec<_>, _>>().map(|_| ())
+                    }
+                }
+            })
         });
         assert_eq!(server.command("SCRIPT FLUSH").expect("flush"), "+OK", "round {round}");
         for result in join_all(tasks).await {
             result.expect("task").expect("no error after SCRIPT FLUSH");
         }
     }
+    assert!(script_reloads() > reloads_before, "the scripts were reloaded, not found loaded");
+    support::assert_every_key_has_ttl(&server).await;
 }
 
 /// A dead server is an `Err` that says so (transient), never a silent allow.
@@ -151,4 +209,21 @@ async fn dead_server_is_a_transient_error() {
 async fn bad_url_is_a_clear_error() {
     let err = slidegate_redis::RedisStore::connect("not a url").await.expect_err("bad url");
     assert!(err.to_string().contains("invalid Redis URL"), "{err}");
+    assert_eq!(err.kind(), slidegate::ErrorKind::InvalidConfig);
+}
+
+#[tokio::test]
+async fn a_prefix_that_would_break_the_key_layout_is_refused() {
+    let server = support::server();
+    for (prefix, why) in
+        [("app{1}:", "hash tag"), ("my app:", "whitespace"), (&*"p".repeat(65), "at most 64")]
+    {
+        let err = slidegate_redis::RedisStore::builder(server.url())
+            .prefix(prefix)
+            .connect()
+            .await
+            .expect_err("refused before connecting");
+        assert_eq!(err.kind(), slidegate::ErrorKind::InvalidConfig, "{err}");
+        assert!(err.to_string().contains(why), "{err}");
+    }
 }

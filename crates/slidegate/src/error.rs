@@ -17,6 +17,9 @@ pub enum ErrorKind {
     /// The cost of a request is zero or larger than the rule's limit, so it
     /// could never be admitted.
     InvalidCost,
+    /// A store or limiter was configured with something it cannot use: a
+    /// malformed URL, a key prefix that would break the key layout.
+    InvalidConfig,
     /// The store refused a new key because it holds as many keys as it is
     /// allowed to (see [`MemoryStoreBuilder::max_keys`](crate::MemoryStoreBuilder::max_keys)).
     CapacityExhausted,
@@ -35,6 +38,7 @@ impl ErrorKind {
             ErrorKind::InvalidRule => "invalid rule",
             ErrorKind::InvalidKey => "invalid key",
             ErrorKind::InvalidCost => "invalid cost",
+            ErrorKind::InvalidConfig => "invalid configuration",
             ErrorKind::CapacityExhausted => "store capacity exhausted",
             ErrorKind::Unavailable => "store unavailable",
             ErrorKind::Timeout => "store timed out",
