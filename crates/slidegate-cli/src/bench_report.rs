@@ -77,6 +77,9 @@ pub struct BenchReport {
     /// Checks that returned an error: invalid input only, since the limiter
     /// answers store failures by its policy.
     pub errors: u64,
+    /// A `--requests` run stopped at the 10-minute time limit before it
+    /// made all its decisions (`requests` says how many it made).
+    pub stopped_at_time_limit: bool,
     /// Circuit-breaker state changes seen by polling every 10 ms (a lower
     /// bound: a state held for less than one poll can be missed).
     pub breaker_transitions: u64,
@@ -143,6 +146,10 @@ impl BenchReport {
         ];
         for (name, value) in rows {
             let _ = writeln!(out, "  {name:<13} {value}");
+        }
+        if self.stopped_at_time_limit {
+            let _ =
+                writeln!(out, "  {:<13} stopped at the time limit before all --requests were made", "note");
         }
         if let Some(baseline) = &self.baseline {
             let _ = writeln!(out, "  {:<13} {baseline} (not slidegate's script)", "baseline");

@@ -2,7 +2,7 @@
 //! counts every outcome in the [`Tally`] all tasks share.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,8 @@ pub(crate) struct Tally {
     pub(crate) deny_cache_hits: AtomicU64,
     /// Checks that returned an error.
     pub(crate) errors: AtomicU64,
+    /// A `--requests` run stopped at the time limit before its count.
+    pub(crate) time_limited: AtomicBool,
     /// The first error's message: enough to tell what went wrong without
     /// printing thousands of the same line.
     pub(crate) first_error: Mutex<Option<String>>,
@@ -52,7 +54,9 @@ pub(crate) struct Worker<S> {
     pub(crate) plan: BenchPlan,
     /// When the run started (the open loop's schedule counts from it).
     pub(crate) started: Instant,
-    /// When a `--duration` run stops.
+    /// When the run stops: the end of a `--duration` run, the time limit
+    /// of a `--requests` run. No check starts after it, and no task waits
+    /// for the open loop's next ticket past it.
     pub(crate) deadline: Instant,
     /// This task's own key choice, seeded so runs repeat.
     pub(crate) rng: SmallRng,
@@ -74,17 +78,26 @@ impl<S: Store> Worker<S> {
             // is due n / rate after the start; being taken only once
             // released, it is due by now.
             let late = match &self.pacer {
-                Some(pacer) => pacer.next().await,
+                Some(pacer) => match tokio::time::timeout_at(self.deadline.into(), pacer.next()).await {
+                    Ok(late) => late,
+                    Err(_) => {
+                        let left = matches!(self.plan.bound, Bound::Requests(total) if self.tally.issued.load(Relaxed) < total);
+                        return self.stop(left);
+                    }
+                },
                 None => false,
             };
             let ticket = self.tally.issued.fetch_add(1, Relaxed);
             let due = self.plan.rate.map(|rate| self.started + Duration::from_secs_f64(ticket as f64 / rate));
-            let done = match self.plan.bound {
-                Bound::Requests(total) => ticket >= total,
-                Bound::Duration(_) => due.unwrap_or_else(Instant::now) >= self.deadline,
-            };
-            if done {
+            if let Bound::Requests(total) = self.plan.bound
+                && ticket >= total
+            {
                 return self.latency;
+            }
+            if due.unwrap_or_else(Instant::now) >= self.deadline {
+                // A requests run is cut short: this ticket was still due.
+                let left = matches!(self.plan.bound, Bound::Requests(_));
+                return self.stop(left);
             }
             let index = match self.plan.key_order {
                 KeyOrder::RoundRobin => ticket % self.plan.keys,
@@ -131,5 +144,14 @@ impl<S: Store> Worker<S> {
                 tokio::task::yield_now().await;
             }
         }
+    }
+
+    /// Stops at the deadline; `left` says a `--requests` run had checks
+    /// left, cut short by the time limit.
+    fn stop(self, left: bool) -> Histogram<u64> {
+        if left {
+            self.tally.time_limited.store(true, Relaxed);
+        }
+        self.latency
     }
 }

@@ -165,7 +165,8 @@ pub enum KeyOrder {
 #[derive(Debug, Clone, Args)]
 #[group(required = true, multiple = false)]
 pub struct BenchBound {
-    /// Stop after this many decisions in total (at most 1e9).
+    /// Stop after this many decisions in total (at most 1e9; a run that
+    /// takes longer than 10m stops there and says so).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_BENCH_REQUESTS))]
     pub requests: Option<u64>,
 
@@ -210,8 +211,8 @@ pub struct BenchArgs {
     pub policy: FailurePolicy,
 
     /// The limiter's deadline for one store call; a slower call is answered
-    /// by `--policy` [default: 50ms, the library's].
-    #[arg(long, value_parser = parse_duration)]
+    /// by `--policy` [default: 50ms, the library's; at most 10s].
+    #[arg(long, value_parser = parse_deadline)]
     pub deadline: Option<Duration>,
 
     /// Turn off the limiter's deny cache: every denial asks the store.
@@ -232,8 +233,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub keys: u64,
 
-    /// Number of concurrent tasks issuing checks.
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    /// Number of concurrent tasks issuing checks (at most 1024: each keeps
+    /// a latency histogram of ~140 KB).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub concurrency: u64,
 
     /// When to stop.
@@ -262,9 +264,9 @@ pub struct BenchArgs {
     pub seed: u64,
 
     /// Response timeout of the Redis connection, for each reply [default:
-    /// the store's own]. The limiter's `--deadline` bounds every check as
-    /// well: the shorter of the two wins.
-    #[arg(long, value_parser = parse_duration)]
+    /// the store's own; at most 10s]. The limiter's `--deadline` bounds
+    /// every check as well: the shorter of the two wins.
+    #[arg(long, value_parser = parse_deadline)]
     pub timeout: Option<Duration>,
 
     /// Print one JSON object instead of the human summary (no progress bar).
@@ -294,6 +296,21 @@ fn parse_rate(text: &str) -> Result<f64, String> {
         Ok(rate) if rate.is_finite() && rate > 0.0 && rate <= MAX_RATE => Ok(rate),
         _ => Err(format!("must be a number of decisions per second, more than 0 and at most {MAX_RATE:e}")),
     }
+}
+
+/// The longest `bench --deadline` or `--timeout`: one check may never hold
+/// a task for long.
+const MAX_CHECK_WAIT: Duration = Duration::from_secs(10);
+
+fn parse_deadline(text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text)?;
+    if duration.is_zero() || duration > MAX_CHECK_WAIT {
+        return Err(format!(
+            "must be more than 0 and at most {}",
+            humantime::format_duration(MAX_CHECK_WAIT)
+        ));
+    }
+    Ok(duration)
 }
 
 fn parse_bench_duration(text: &str) -> Result<Duration, String> {
@@ -351,7 +368,7 @@ mod tests {
     }
 
     #[test]
-    fn rate_and_threads_are_checked() {
+    fn numbers_are_bounded() {
         let base = ["slidegate", "bench", "--limit", "5", "--window", "1s", "--requests", "10"];
         let parse = |extra: &[&str]| Cli::try_parse_from([&base[..], extra].concat());
         let Command::Bench(args) = parse(&["--rate", "2500.5", "--threads", "1"]).unwrap().command else {
@@ -364,6 +381,13 @@ mod tests {
             &["--rate", "NaN"],
             &["--rate", "fast"],
             &["--threads", "0"],
+            &["--requests", "0"],
+            &["--concurrency", "0"],
+            &["--concurrency", "1025"],
+            &["--keys", "0"],
+            &["--deadline", "0s"],
+            &["--deadline", "1h"],
+            &["--timeout", "11s"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

@@ -6,7 +6,7 @@
 //! behaviour in tests.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
@@ -90,6 +90,30 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     }
 }
 
+/// The longest input line: room for a megabyte-sized key, while a file
+/// without newlines cannot fill memory.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
+
+/// Reads the next line into `buffer` (without its line ending); `None` at
+/// the end of the input.
+fn read_line<'b>(input: &mut impl BufRead, buffer: &'b mut Vec<u8>) -> anyhow::Result<Option<&'b str>> {
+    buffer.clear();
+    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX) + 1;
+    let read = Read::take(input, limit).read_until(b'\n', buffer).context("cannot read")?;
+    if read == 0 {
+        return Ok(None);
+    }
+    if buffer.last() == Some(&b'\n') {
+        buffer.pop();
+        if buffer.last() == Some(&b'\r') {
+            buffer.pop();
+        }
+    } else if buffer.len() > MAX_LINE_BYTES {
+        bail!("longer than {} MiB", MAX_LINE_BYTES >> 20);
+    }
+    std::str::from_utf8(buffer).map(Some).map_err(|e| anyhow!("not UTF-8 ({e})"))
+}
+
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error
         .chain()
@@ -116,13 +140,16 @@ pub async fn replay<S: Store>(
 ) -> anyhow::Result<ReplaySummary> {
     let mut summary = ReplaySummary::default();
     let mut previous_at = 0;
-    for (index, line) in input.lines().enumerate() {
-        let number = index + 1;
-        let line = line.with_context(|| format!("line {number}: cannot read"))?;
+    let mut input = input;
+    let mut buffer = Vec::new();
+    for number in 1.. {
+        let Some(line) = read_line(&mut input, &mut buffer).with_context(|| format!("line {number}"))? else {
+            break;
+        };
         if line.trim().is_empty() {
             continue;
         }
-        let request = parse_line(&line, rule, previous_at).with_context(|| format!("line {number}"))?;
+        let request = parse_line(line, rule, previous_at).with_context(|| format!("line {number}"))?;
         previous_at = request.at_ms;
         clock.set(request.at_ms);
         let decision =

@@ -94,6 +94,30 @@ fn malformed_lines_are_named_by_number() {
     }
 }
 
+/// A megabyte-sized key is decided (under its digest); a line beyond the
+/// bound or not UTF-8 is an error naming it, never a panic or a memory
+/// blow-up.
+#[test]
+fn huge_and_binary_lines_are_bounded() {
+    let huge_key = "k".repeat(1 << 20);
+    let trace =
+        format!("{{\"at_ms\": 0, \"key\": \"{huge_key}\"}}\n{{\"at_ms\": 1, \"key\": \"{huge_key}\"}}\n");
+    let out = success(&rule_args("log"), &trace);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].contains("\"allowed\":true,\"remaining\":2"), "admitted");
+    assert!(lines[1].contains("\"allowed\":true,\"remaining\":1"), "the same key, the same state");
+
+    let endless = format!("{{\"at_ms\": 0, \"key\": \"a\"}}\n{}", "x".repeat(5 << 20));
+    let err = failure(&rule_args("log"), &endless);
+    assert!(err.contains("line 2: longer than 4 MiB"), "{err}");
+
+    let mut binary = b"{\"at_ms\": 0, \"key\": \"a\"}\n{\"at_ms\": 1, \"key\": \"".to_vec();
+    binary.extend_from_slice(&[0xff, 0xfe, b'"', b'}', b'\n']);
+    let err = failure(&rule_args("log"), &binary);
+    assert!(err.contains("line 2: not UTF-8"), "{err}");
+}
+
 #[test]
 fn invalid_rules_and_stores_are_explained() {
     let err = failure(&["replay", "--limit", "0", "--window", "1s"], "");

@@ -27,7 +27,7 @@ use crate::bench_pacer::Pacer;
 use crate::bench_report::{BenchReport, Latency, rate};
 use crate::bench_watch::{BreakerWatch, Watched, progress_bar, watch};
 use crate::bench_worker::{Tally, Worker};
-use crate::cli::{Baseline, BenchArgs, BenchBound, KeyOrder};
+use crate::cli::{Baseline, BenchArgs, BenchBound, KeyOrder, MAX_BENCH_DURATION};
 use crate::redis_stats::StatsConnection;
 use crate::store_calls::Observed;
 use crate::store_choice::{AnyStore, RedisOptions, StoreSpec, connect_redis, run_prefix};
@@ -118,6 +118,9 @@ pub struct BenchPlan {
     pub rate: Option<f64>,
     /// Seed of the random key choice (task `i` uses `seed + i`).
     pub seed: u64,
+    /// The longest a run may take, whatever its bound: a `--requests` run
+    /// stops here even if its checks are slow ([`MAX_BENCH_DURATION`]).
+    pub time_limit: Duration,
     /// The limiter around the store.
     pub limiter: LimiterSettings,
 }
@@ -136,6 +139,8 @@ pub struct BenchOutcome {
     pub deny_cache_hits: u64,
     /// Checks that returned an error (invalid input only).
     pub errors: u64,
+    /// The run hit [`BenchPlan::time_limit`] before its `--requests`.
+    pub time_limited: bool,
     /// The first failure's message.
     pub first_error: Option<String>,
     /// Breaker transitions seen, and its final state.
@@ -164,6 +169,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         key_order: args.key_order,
         rate: args.rate,
         seed: args.seed,
+        time_limit: MAX_BENCH_DURATION,
         limiter: LimiterSettings {
             policy: args.policy,
             deadline: args.deadline.unwrap_or(DEFAULT_DEADLINE),
@@ -242,9 +248,11 @@ pub async fn execute<S: Store>(
     let template = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_US, 3).context("latency histogram")?;
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
+    // A duration run stops at its end; a requests run at its count, or at
+    // the time limit if that comes first.
     let deadline = match plan.bound {
-        Bound::Duration(duration) => started + duration,
-        Bound::Requests(_) => started,
+        Bound::Duration(duration) => started + duration.min(plan.time_limit),
+        Bound::Requests(_) => started + plan.time_limit,
     };
     let progress = progress_bar(plan.bound, show_progress);
     let (stop, stopped) = oneshot::channel();
@@ -298,6 +306,7 @@ pub async fn execute<S: Store>(
         degraded: tally.degraded.load(Relaxed),
         deny_cache_hits: tally.deny_cache_hits.load(Relaxed),
         errors: tally.errors.load(Relaxed),
+        time_limited: tally.time_limited.load(Relaxed),
         first_error,
         breaker,
         elapsed,
@@ -328,6 +337,7 @@ pub fn report(store: &StoreSpec, plan: &BenchPlan, outcome: &BenchOutcome) -> Be
         degraded: outcome.degraded,
         deny_cache_hits: outcome.deny_cache_hits,
         errors: outcome.errors,
+        stopped_at_time_limit: outcome.time_limited,
         breaker_transitions: outcome.breaker.transitions,
         breaker_state: breaker_state.to_owned(),
         elapsed_secs: outcome.elapsed.as_secs_f64(),

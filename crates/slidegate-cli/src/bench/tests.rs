@@ -16,6 +16,7 @@ fn plan(bound: Bound, key_order: KeyOrder) -> BenchPlan {
         key_order,
         rate: None,
         seed: 1,
+        time_limit: MAX_BENCH_DURATION,
         limiter: LimiterSettings::default(),
     }
 }
@@ -63,6 +64,45 @@ async fn open_loop_offers_the_rate_and_counts_from_when_due() {
     let outcome = execute(MemoryStore::new(), &plan, false).await.unwrap();
     assert_eq!(outcome.allowed + outcome.denied, 50);
     assert!(outcome.elapsed >= Duration::from_millis(45), "ticket 49 is due at 49 ms: {:?}", outcome.elapsed);
+}
+
+/// A task waiting for the open loop's next ticket stops at the run's end:
+/// 50 tasks at one decision per second are not held for 50 s.
+#[tokio::test]
+async fn a_slow_open_loop_ends_with_its_duration() {
+    let mut plan = plan(Bound::Duration(Duration::from_millis(300)), KeyOrder::RoundRobin);
+    plan.rate = Some(1.0);
+    plan.concurrency = 50;
+    let outcome = execute(MemoryStore::new(), &plan, false).await.unwrap();
+    assert_eq!(outcome.allowed + outcome.denied, 1, "only ticket 0 falls due in 0.3 s");
+    assert!(!outcome.time_limited);
+    assert!(
+        outcome.elapsed < Duration::from_secs(10),
+        "stopped at the end, not at ticket 50: {:?}",
+        outcome.elapsed
+    );
+}
+
+/// A `--requests` run that cannot finish in the time limit stops there,
+/// and the report says so.
+#[tokio::test]
+async fn requests_stop_at_the_time_limit() {
+    for rate in [None, Some(100.0)] {
+        let mut plan = plan(Bound::Requests(1_000_000_000), KeyOrder::RoundRobin);
+        plan.time_limit = Duration::from_millis(200);
+        plan.rate = rate;
+        let outcome = execute(MemoryStore::new(), &plan, false).await.unwrap();
+        assert!(outcome.time_limited, "{rate:?}");
+        assert!(outcome.allowed + outcome.denied < 1_000_000_000);
+        assert!(outcome.elapsed < Duration::from_secs(10), "{:?}", outcome.elapsed);
+        let report = report(&StoreSpec::Memory, &plan, &outcome);
+        assert!(report.stopped_at_time_limit);
+        assert!(report.render().contains("stopped at the time limit"), "{}", report.render());
+    }
+    // A run that finishes in time is not flagged.
+    let mut plan = plan(Bound::Requests(100), KeyOrder::RoundRobin);
+    plan.time_limit = Duration::from_secs(60);
+    assert!(!execute(MemoryStore::new(), &plan, false).await.unwrap().time_limited);
 }
 
 #[tokio::test]

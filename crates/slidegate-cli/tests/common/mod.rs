@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 /// Runs `slidegate args…` with `stdin` as standard input.
-pub fn slidegate(args: &[&str], stdin: &str) -> Output {
+pub fn slidegate(args: &[&str], stdin: impl AsRef<[u8]>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_slidegate"))
         .args(args)
         .stdin(Stdio::piped())
@@ -14,14 +14,23 @@ pub fn slidegate(args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn slidegate");
+    // Fed from a thread while the output is read: a large input and a
+    // large output would otherwise block each other in full pipes.
     let mut input = child.stdin.take().expect("stdin is piped");
-    input.write_all(stdin.as_bytes()).expect("write stdin");
-    drop(input);
-    child.wait_with_output().expect("wait for slidegate")
+    let stdin = stdin.as_ref().to_vec();
+    let feeder = std::thread::spawn(move || {
+        // A run that fails early stops reading: its error is what counts.
+        if let Err(e) = input.write_all(&stdin) {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {e}");
+        }
+    });
+    let output = child.wait_with_output().expect("wait for slidegate");
+    feeder.join().expect("stdin feeder");
+    output
 }
 
 /// Standard output of a run that must succeed.
-pub fn success(args: &[&str], stdin: &str) -> String {
+pub fn success(args: &[&str], stdin: impl AsRef<[u8]>) -> String {
     let output = slidegate(args, stdin);
     assert!(
         output.status.success(),
@@ -32,7 +41,7 @@ pub fn success(args: &[&str], stdin: &str) -> String {
 }
 
 /// Standard error of a run that must fail.
-pub fn failure(args: &[&str], stdin: &str) -> String {
+pub fn failure(args: &[&str], stdin: impl AsRef<[u8]>) -> String {
     let output = slidegate(args, stdin);
     assert!(!output.status.success(), "slidegate {args:?} should fail");
     String::from_utf8(output.stderr).expect("utf-8 error")
