@@ -36,10 +36,12 @@ function GCRA.idle(key, r, now, v)
   return math.ceil(v.ahead / r.limit)
 end
 
+-- The receipt is the time ahead before the charge, plus one (0 means no
+-- charge): release.lua needs it to take the charge back exactly.
 function GCRA.charge(key, r, cost, now, v)
   local whole = math.floor(v.next / r.limit)
   local rem = v.next - whole * r.limit
   local reset = math.ceil(v.next / r.limit)
   redis.call('SET', key, string.format('%d:%d', now + whole, rem), 'PX', reset + SLACK_MS)
-  return math.floor((r.window * r.limit - v.next) / r.window), reset
+  return math.floor((r.window * r.limit - v.next) / r.window), reset, v.ahead + 1
 end

@@ -4,16 +4,23 @@
 //! are *reserved* by one general-script call (charged only if all of that
 //! slot's dimensions admit), the calls run concurrently, and if any slot
 //! denied — or failed — the slots that were charged are *released* again
-//! (release.lua takes back exactly the charged units). The request is
-//! admitted only if every slot admitted: it never over-admits, and a
-//! released reservation leaves no charge behind. While a reservation is
-//! held (one round trip), a concurrent request may see less room than
-//! there will be; that errs on the side of the limit.
+//! (release.lua takes back exactly the charged units; for GCRA as much as
+//! can be taken back exactly, see there). The request is admitted only if
+//! every slot admitted: it never over-admits.
+//!
+//! The reservations run in a task of their own, so a caller that gives up
+//! (the limiter's deadline drops its future) cannot stop them between a
+//! charge and its release: an answer nobody is waiting for any more is
+//! released as a whole. While a reservation is held (one round trip), a
+//! concurrent request may see less room than there will be; that errs on
+//! the side of the limit, and is why a Cluster store's denials are not kept
+//! in the limiter's deny cache ([`slidegate::Store::releases_charges`]).
 
 use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
-use slidegate::{Dimension, Error, MultiDecision, Rule};
+use slidegate::{Dimension, Error, ErrorKind, MultiDecision, Rule};
+use tokio::sync::oneshot;
 
 use crate::cluster::identity_slot;
 use crate::commands::{self, GeneralReply};
@@ -35,19 +42,61 @@ pub(crate) async fn check_all(
     groups: &[Vec<usize>],
     cost: u32,
 ) -> Result<MultiDecision, Error> {
+    // Owned, per slot, for the task.
+    let parts: Vec<Vec<(Rule, String)>> = groups
+        .iter()
+        .map(|g| g.iter().map(|&i| (dimensions[i].0.clone(), dimensions[i].1.to_owned())).collect())
+        .collect();
+    let (store, groups, count) = (store.clone(), groups.to_vec(), dimensions.len());
+    let (answer, answered) = oneshot::channel();
+    tokio::spawn(async move {
+        let parts: Vec<Vec<Dimension<'_>>> =
+            parts.iter().map(|part| part.iter().map(|(rule, key)| (rule, key.as_str())).collect()).collect();
+        let (result, charged) = reserve(&store, &parts, cost).await;
+        let decided = result.map(|replies| {
+            let mut decisions = vec![None; count];
+            for (group, reply) in groups.iter().zip(replies) {
+                for (&i, decision) in group.iter().zip(reply.decisions) {
+                    decisions[i] = Some(decision);
+                }
+            }
+            MultiDecision::from_decisions(decisions.into_iter().flatten().collect())
+        });
+        if let Err(Ok(unwanted)) = answer.send(decided)
+            && unwanted.allowed
+        {
+            // The caller gave up after every slot admitted: the request was
+            // answered otherwise (by the failure policy), so it must not
+            // stay charged.
+            for (part, reply) in parts.iter().zip(&charged) {
+                if let Some(reply) = reply {
+                    release(&store, part, reply, cost).await;
+                }
+            }
+        }
+    });
+    answered.await.unwrap_or_else(|_| {
+        Err(Error::new(ErrorKind::Backend, "the cross-slot check ended without an answer"))
+    })
+}
+
+/// Reserves every part (one slot's dimensions each) concurrently and
+/// releases them all unless every one admitted. Returns the replies in
+/// part order (or the first failure) and, per part, the reply of a charge
+/// still held (all of them when admitted, none otherwise).
+async fn reserve(
+    store: &RedisStore,
+    parts: &[Vec<Dimension<'_>>],
+    cost: u32,
+) -> (Result<Vec<GeneralReply>, Error>, Vec<Option<GeneralReply>>) {
     let now = store.now_arg();
-    let parts: Vec<Vec<Dimension<'_>>> =
-        groups.iter().map(|g| g.iter().map(|&i| dimensions[i]).collect()).collect();
     let mut calls = Vec::with_capacity(parts.len());
-    for part in &parts {
-        calls.push(commands::general(
-            store.scripts(),
-            store.prefix(),
-            part,
-            cost,
-            &now,
-            store.uses_field_ttl(),
-        )?);
+    for part in parts {
+        match commands::general(store.scripts(), store.prefix(), part, cost, &now, store.uses_field_ttl()) {
+            Ok(call) => calls.push(call),
+            // Nothing sent yet: nothing to release.
+            Err(error) => return (Err(error), Vec::new()),
+        }
     }
     let replies = join_all(calls.iter().map(|call| store.send(call))).await;
 
@@ -63,30 +112,27 @@ pub(crate) async fn check_all(
             }
         }
     }
-    let admitted =
-        failure.is_none() && decoded.iter().flatten().all(|reply| reply.decisions.iter().all(|d| d.allowed));
-    if !admitted {
-        // Take back every slot that was charged (all its dimensions admitted).
-        for (part, reply) in parts.iter().zip(decoded.iter_mut()) {
-            let Some(reply) = reply else { continue };
-            if reply.decisions.iter().all(|d| d.allowed) {
-                release(store, part, reply, cost).await;
-                for decision in &mut reply.decisions {
-                    decision.remaining = decision.remaining.saturating_add(cost).min(decision.limit);
-                }
+    let charged = |reply: &GeneralReply| reply.decisions.iter().all(|d| d.allowed);
+    let admitted = failure.is_none() && decoded.iter().flatten().all(charged);
+    if admitted {
+        let held = decoded.clone();
+        return (Ok(decoded.into_iter().flatten().collect()), held);
+    }
+    // Take back every slot that was charged (all its dimensions admitted).
+    for (part, reply) in parts.iter().zip(decoded.iter_mut()) {
+        let Some(reply) = reply else { continue };
+        if charged(reply) {
+            release(store, part, reply, cost).await;
+            for decision in &mut reply.decisions {
+                decision.remaining = decision.remaining.saturating_add(cost).min(decision.limit);
             }
         }
     }
-    if let Some(error) = failure {
-        return Err(error);
-    }
-    let mut decisions = vec![None; dimensions.len()];
-    for (group, reply) in groups.iter().zip(decoded) {
-        for (&i, decision) in group.iter().zip(reply.map(|r| r.decisions).unwrap_or_default()) {
-            decisions[i] = Some(decision);
-        }
-    }
-    Ok(MultiDecision::from_decisions(decisions.into_iter().flatten().collect()))
+    let result = match failure {
+        Some(error) => Err(error),
+        None => Ok(decoded.into_iter().flatten().collect()),
+    };
+    (result, Vec::new())
 }
 
 /// Releases one slot's reservation, once: an answer that came back (or
@@ -95,14 +141,21 @@ pub(crate) async fn check_all(
 /// the same millisecond. If it fails, the charge stays until it leaves
 /// the window (every key has a TTL): the error errs on the side of the limit.
 async fn release(store: &RedisStore, part: &[Dimension<'_>], reply: &GeneralReply, cost: u32) {
-    let call =
-        match commands::release(store.scripts(), store.prefix(), part, &reply.receipts, cost, reply.now) {
-            Ok(call) => call,
-            Err(error) => {
-                tracing::error!(target: "slidegate", %error, "cannot build a release");
-                return;
-            }
-        };
+    let call = match commands::release(
+        store.scripts(),
+        store.prefix(),
+        part,
+        &reply.receipts,
+        cost,
+        reply.now,
+        &store.now_arg(),
+    ) {
+        Ok(call) => call,
+        Err(error) => {
+            tracing::error!(target: "slidegate", %error, "cannot build a release");
+            return;
+        }
+    };
     match store.send(&call).await {
         Ok(_) => metrics::counter!("slidegate_cross_slot_releases_total").increment(1),
         Err(error) => {

@@ -176,6 +176,12 @@ impl Store for RedisStore {
     async fn check_batch(&self, requests: &[BatchItem<'_>]) -> Vec<Result<Decision, Error>> {
         crate::batch::check_batch(self, requests).await
     }
+
+    /// A Cluster reserves the slots of a multi-dimension check across slots
+    /// and releases them when one denies (see [`check_all`](Self::check_all)).
+    fn releases_charges(&self) -> bool {
+        self.is_cluster()
+    }
 }
 
 #[cfg(test)]

