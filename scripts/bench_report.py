@@ -4,8 +4,8 @@
 usage: bench_report.py RUN_DIR BENCHMARKS.md CHART.svg
 
 RUN_DIR holds what scripts/bench wrote: one `slidegate bench --json`
-object per run (NAME.json), criterion.txt, ceiling-{1,2,3}.txt,
-redis-version.txt.
+object per run (NAME.json), the command each run executed (commands.tsv),
+criterion.txt, ceiling-{1,2,3}.txt, redis-version.txt.
 Every ratio is between figures of that one run.
 """
 
@@ -226,34 +226,22 @@ md += [
     "## Runs",
     "",
     "Closed loop unless a rate is given; every run through a default `Limiter`",
-    "(deadline, breaker, deny cache). `--store redis://…` is the server scripts/bench",
-    "started, emptied before each run. Every run but the last two also has",
-    "`--threads 1` and runs on the core Redis does not (`taskset`).",
+    "(deadline, breaker, deny cache). `$REDIS` is the server scripts/bench started",
+    "(`redis://127.0.0.1:<free port>/`), emptied before each run; `taskset` pins the",
+    "client to the cores Redis does not use. Each command is the one the run executed.",
     "",
-    "| run | command (after `slidegate bench --json`) | decisions/s | p50 | p99 | p99.9 | µs/check | µs/call | B/key |",
+    "| run | command | decisions/s | p50 | p99 | p99.9 | µs/check | µs/call | B/key |",
     "|---|---|---|---|---|---|---|---|---|",
 ]
-commands = {
-    **{f"cpu-{k}-{n}": f"{flag} --limit 100 --window 1m --keys 100000 --concurrency 64 --redis-stats"
-       for n in ROUNDS for k, flag in (("naive", "--baseline naive-zset"), ("log", "--algorithm log"),
-                                      ("counter", "--algorithm counter"))},
-    **{f"cpu-lognb-{n}": "--algorithm log --limit 100 --window 1m --keys 100000 --concurrency 64 --redis-stats "
-       "--no-auto-batch" for n in ROUNDS},
-    "attack-cache": "--algorithm log --limit 100 --window 1m --keys 1 --concurrency 64",
-    "attack-nocache": "… the same, --no-deny-cache",
-    "latency-log": f"--algorithm log … --keys 100000 --concurrency 64 --rate {latency['offered_per_sec']:.0f}",
-    "latency-memory": "… the same, --store memory (the load generator's own floor)",
-    **{f"latency-log-{share}": f"… the same at {share} % of the peak, --rate {r['offered_per_sec']:.0f}"
-       for share, r in latency_shares.items()},
-    "latency-ping": "… the same, --baseline ping (one PING per check, no batching)",
-    "mem-log-100": "--algorithm log --limit 100 --keys 1 --requests 100 --rate 2000 --redis-stats",
-    "mem-log-1000": "--algorithm log --limit 1000 --keys 1 --requests 1000 --rate 2000 --redis-stats",
-    "mem-naive-100": "--baseline naive-zset --limit 100 --keys 1 --requests 100 --rate 2000 --redis-stats",
-    "mem-naive-1000": "--baseline naive-zset --limit 1000 --keys 1 --requests 1000 --rate 2000 --redis-stats",
-    "mem-counter-100": "--algorithm counter --limit 100 --keys 1 --requests 100 --rate 2000 --redis-stats",
-    "memory-threads-1": "--store memory --algorithm counter --keys 10000 --concurrency 64 --threads 1",
-    "memory-threads-2": "… the same, --threads 2",
-}
+with open(os.path.join(run_dir, "commands.tsv")) as f:
+    executed = dict(line.rstrip("\n").split("\t", 1) for line in f if "\t" in line)
+shown = [f"cpu-{k}-{n}" for n in ROUNDS for k in ("naive", "log", "counter", "lognb")] + [
+    "attack-cache", "attack-nocache", "latency-log", "latency-memory",
+    *(f"latency-log-{share}" for share in latency_shares), "latency-ping",
+    "mem-log-100", "mem-log-1000", "mem-naive-100", "mem-naive-1000", "mem-counter-100",
+    "memory-threads-1", "memory-threads-2",
+]
+commands = {name: executed[name] for name in shown}
 for name, command in commands.items():
     r = load(name)
     lat = r["latency_us"]
