@@ -56,10 +56,13 @@ pub(crate) async fn check_batch(
             by_slot.entry(slot).or_default().push((i, call));
         }
         let groups: Vec<Vec<(usize, Call<'_>)>> = by_slot.into_values().collect();
-        let sends = groups
-            .iter()
-            .flat_map(|group| group.chunks(MAX_PIPELINE))
-            .map(|chunk| async move { (chunk, send_reloading(pool.connection(), chunk).await) });
+        let sends = groups.iter().flat_map(|group| group.chunks(MAX_PIPELINE)).map(|chunk| async move {
+            // Within the lane's cap and stall count, like single calls.
+            let answered = |replies: &Vec<Result<Ints, Error>>| {
+                replies.iter().any(|r| !r.as_ref().is_err_and(Error::is_transient))
+            };
+            (chunk, pool.on_lane(|conn| send_reloading(conn, chunk), answered).await)
+        });
         for (chunk, replies) in join_all(sends).await {
             file(requests, chunk, replies, &mut results);
         }

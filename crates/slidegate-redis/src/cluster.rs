@@ -13,6 +13,7 @@
 //! `SCRIPT LOAD` goes to every node, so a promoted replica already has the
 //! scripts, and a `NOSCRIPT` (restart, flush) is reloaded like everywhere.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -96,21 +97,33 @@ impl ClusterPool {
 
     /// Runs a script call with NOSCRIPT reload on one lane, within its cap.
     pub(crate) async fn run<T: FromRedisValue>(&self, script: &Script, cmd: &Cmd) -> RedisResult<T> {
+        self.on_lane(
+            |mut conn| async move { scripts::run(&mut conn, script, cmd).await },
+            |result| match result {
+                Ok(_) => true,
+                Err(e) => !(e.is_timeout() || e.is_io_error() || e.is_connection_dropped()),
+            },
+        )
+        .await
+    }
+
+    /// Runs `send` (one call or a pipeline) on one lane's connection,
+    /// within the lane's cap on calls in flight; `answered` tells from the
+    /// result whether the server answered at all, for the lane's stall
+    /// count. Every use of the cluster goes through here, batches too.
+    pub(crate) async fn on_lane<T, F, Fut>(&self, send: F, answered: impl FnOnce(&T) -> bool) -> T
+    where
+        F: FnOnce(ClusterConnection) -> Fut,
+        Fut: Future<Output = T>,
+    {
         let lane = Arc::clone(self.lane());
         self.maybe_rebuild(&lane);
         // The semaphore is never closed, so acquiring only waits.
-        let _permit = lane
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| redis::RedisError::from((redis::ErrorKind::Io, "cluster connection closed")))?;
-        let mut conn = lock(&lane.conn).clone();
+        let _permit = lane.permits.acquire().await.ok();
+        let conn = lock(&lane.conn).clone();
         let mut guard = StallGuard { lane: &lane, answered: false };
-        let result = scripts::run(&mut conn, script, cmd).await;
-        guard.answered = match &result {
-            Ok(_) => true,
-            Err(e) => !(e.is_timeout() || e.is_io_error() || e.is_connection_dropped()),
-        };
+        let result = send(conn).await;
+        guard.answered = answered(&result);
         result
     }
 

@@ -6,8 +6,10 @@
 //! connects a reconnecting `ConnectionManager` to that primary, and asks
 //! again whenever a call fails in a way a failover explains — connection
 //! refused or dropped, a timeout, `READONLY` (the old primary came back as
-//! a replica), `MASTERDOWN` — at most every [`RESOLVE_EVERY`]. When the
-//! answer names a new primary, calls move to it.
+//! a replica), `MASTERDOWN` — or when a call is abandoned unanswered (the
+//! limiter's deadline dropped it: a primary that hangs, frozen or cut off,
+//! never fails a call before the deadline does), at most every
+//! [`RESOLVE_EVERY`]. When the answer names a new primary, calls move to it.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -70,13 +72,15 @@ impl SentinelPool {
     }
 
     /// Runs a script call on the current primary; a failure a failover
-    /// explains sets off a new resolution.
+    /// explains, or the call being abandoned, sets off a new resolution.
     pub(crate) async fn run<T: redis::FromRedisValue>(
         self: &std::sync::Arc<Self>,
         script: &Script,
         cmd: &Cmd,
     ) -> RedisResult<T> {
+        let mut abandoned = Abandoned { pool: Some(self) };
         let result = scripts::run(&mut self.connection(), script, cmd).await;
+        abandoned.pool = None;
         if let Err(error) = &result
             && failover_explains(error)
         {
@@ -94,9 +98,14 @@ impl SentinelPool {
         if now.saturating_sub(last) < every || self.resolving.swap(true, Ordering::AcqRel) {
             return;
         }
+        // Dropped futures may be dropped outside a runtime: nothing to do then.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.resolving.store(false, Ordering::Release);
+            return;
+        };
         self.last_resolve.store(now, Ordering::Relaxed);
         let pool = std::sync::Arc::clone(self);
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             match resolve(&pool.sentinels, &pool.master).await {
                 Ok(address) if address != lock(&pool.current).0 => {
                     match (pool.connect)(primary_url(&pool.userinfo, &address, pool.db)).await {
@@ -115,6 +124,19 @@ impl SentinelPool {
             }
             pool.resolving.store(false, Ordering::Release);
         });
+    }
+}
+
+/// Asks the sentinels again when a call is dropped before it was answered.
+struct Abandoned<'a> {
+    pool: Option<&'a std::sync::Arc<SentinelPool>>,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool {
+            pool.re_resolve();
+        }
     }
 }
 

@@ -313,6 +313,55 @@ async fn a_cross_slot_check_abandoned_at_the_deadline_leaves_no_charge() {
     assert_eq!(support::log_entries(&mut conn, &global_key).await, 1);
 }
 
+/// A connection whose calls keep stalling (its slot's primary frozen,
+/// every caller abandoning at the deadline) is replaced; batches go
+/// through the same capped connections and are answered by the policy
+/// meanwhile, and the store serves again once the primary thaws.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_keeps_stalling_is_rebuilt() {
+    metrics();
+    let cluster = cluster();
+    let store = RedisStore::builder(cluster.url())
+        .prefix(support::unique_prefix("stalling"))
+        .cluster_connections(1)
+        .max_in_flight(4)
+        .connect()
+        .await
+        .expect("connect");
+    // No breaker: every check reaches the connection (and stalls on it).
+    let limiter = Limiter::builder(store.clone())
+        .deadline(Duration::from_millis(10))
+        .failure_policy(FailurePolicy::FailClosed)
+        .no_breaker()
+        .build();
+    let rule = rule(1000, 60_000, Algorithm::SlidingLog);
+    let rebuilds = counter("slidegate_cluster_rebuilds_total");
+    let frozen = primary_of(&cluster, slot_of(&cluster, "stuck"));
+    frozen.pause().expect("SIGSTOP");
+    // Past REBUILD_AFTER (32) abandoned calls; quick, so no failover starts.
+    for _ in 0..40 {
+        let decision = limiter.check(&rule, "stuck").await.expect("policy");
+        assert_eq!(decision.state, State::Degraded);
+    }
+    for result in limiter.check_batch(&[(&rule, "stuck", 1), (&rule, "stuck", 2)]).await {
+        assert_eq!(result.expect("policy").state, State::Degraded);
+    }
+    frozen.resume().expect("SIGCONT");
+    let started = Instant::now();
+    while counter("slidegate_cluster_rebuilds_total") == rebuilds {
+        assert!(started.elapsed() < Duration::from_secs(2), "the stalling connection was not rebuilt");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A limiter with a deadline this debug build can keep finds the store
+    // serving again.
+    let limiter = Limiter::builder(store).deadline(Duration::from_millis(200)).build();
+    served_again(&limiter, Duration::from_secs(10)).await;
+    for result in limiter.check_batch(&[(&rule, "stuck", 1), (&rule, "other", 2)]).await {
+        let decision = result.expect("answered");
+        assert!(decision.allowed && decision.state == State::Allowed, "{decision:?}");
+    }
+}
+
 /// Tasks of the fault load: past the ~128 calls in flight at which a
 /// shared redis-rs cluster connection was seen to stall in a reshard.
 const LOAD_TASKS: u64 = 256;

@@ -96,6 +96,47 @@ async fn follows_a_sentinel_failover_under_load() {
     assert!(calls.load(Ordering::Relaxed) > 0);
 }
 
+/// A primary that hangs (SIGSTOP) fails no call before the limiter's
+/// deadline drops it; the store asks the sentinels again when calls are
+/// abandoned, and follows them to the replica they promote. Light traffic
+/// (one check at a time), so no call waits long enough to fail by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_a_failover_away_from_a_frozen_primary() {
+    let setup = RedisSentinel::start(2).expect("start sentinels (apt-get install redis-server)");
+    let store = RedisStore::builder(setup.url())
+        .prefix(support::unique_prefix("sentinel-frozen"))
+        .response_timeout(Duration::from_secs(30))
+        .connect()
+        .await
+        .expect("connect through the sentinels");
+    let limiter = Limiter::builder(store)
+        .deadline(Duration::from_millis(100))
+        .failure_policy(FailurePolicy::Fallback)
+        .build();
+    let rule = rule(1_000_000, 60_000, Algorithm::SlidingLog);
+    assert_eq!(limiter.check(&rule, "before").await.expect("check").state, State::Allowed);
+
+    let old = setup.primary_port().expect("primary");
+    let frozen = setup.servers().iter().find(|s| s.port() == old).expect("the primary is ours");
+    frozen.pause().expect("SIGSTOP");
+    let started = Instant::now();
+    let mut clean = 0;
+    let mut i = 0;
+    while clean < 20 {
+        i += 1;
+        let checked = Instant::now();
+        let decision = limiter.check(&rule, &format!("probe-{i}")).await.expect("no Err");
+        assert!(checked.elapsed() < Duration::from_millis(100 + 400), "the deadline held");
+        clean = if decision.state == State::Degraded { 0 } else { clean + 1 };
+        assert!(started.elapsed() < Duration::from_secs(20), "the promoted replica is not used within 20s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let new = setup.primary_port().expect("primary");
+    assert_ne!(new, old, "answered by the promoted replica");
+    println!("frozen primary {old}; answered by {new} after {:?}", started.elapsed());
+    frozen.resume().expect("SIGCONT");
+}
+
 #[tokio::test]
 async fn bad_sentinel_urls_are_clear_errors() {
     let err = RedisStore::connect("redis+sentinel://127.0.0.1:1/").await.expect_err("no primary name");
