@@ -443,14 +443,19 @@ async fn cluster_survives_a_live_reshard_and_the_loss_of_a_primary_under_load() 
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(load.degraded.load(Ordering::Relaxed), 0, "a healthy cluster answers everything");
 
-    // Live reshard of 500 slots under load: no stall.
+    // Live reshard of 500 slots under load: no stall. The cluster itself
+    // keeps answering while slots move (answers the fallback made up would
+    // hide a stall, so only the store's count), and right after.
+    let answered = || load.calls.load(Ordering::Relaxed) - load.degraded.load(Ordering::Relaxed);
     let slot = 100;
+    let before = answered();
     tokio::task::block_in_place(|| cluster.reshard_from(slot, 500)).expect("reshard");
-    let before = load.calls.load(Ordering::Relaxed);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(load.calls.load(Ordering::Relaxed) > before + 100, "calls keep flowing after the reshard");
-    let recovered = served_again(&limiter, Duration::from_secs(10)).await;
-    println!("served by the cluster {recovered:?} after the reshard");
+    let during = answered() - before;
+    assert!(during > 100, "the cluster answered only {during} checks during the reshard");
+    // Measured 1-2.5 s here (the breaker may have opened at a slot's move:
+    // its probes back off up to 1 s); 5 s for a loaded machine.
+    let recovered = served_again(&limiter, Duration::from_secs(5)).await;
+    println!("{during} checks answered by the cluster during the reshard; served {recovered:?} after it");
 
     // Kill the primary of a busy slot: its replica takes over.
     let killed = cluster.kill_primary_of(slot).expect("kill");
