@@ -61,10 +61,11 @@ pub enum Command {
 pub struct ReplayArgs {
     /// Where state lives: `memory`, or a Redis URL — `redis://host:port/`,
     /// `redis+cluster://host:port,host:port/` or
-    /// `redis+sentinel://host:port,host:port/<primary>` (a fresh key prefix
-    /// is used for every run).
-    #[arg(long, default_value = "memory")]
-    pub store: StoreSpec,
+    /// `redis+sentinel://host:port,host:port/<primary>`; given several
+    /// times, `redis://` URLs of the nodes of one Cluster (a fresh key
+    /// prefix is used for every run).
+    #[arg(long = "store", value_name = "STORE", default_value = "memory", action = clap::ArgAction::Append)]
+    pub stores: Vec<StoreSpec>,
 
     /// The rule every request is checked against.
     #[command(flatten)]
@@ -180,11 +181,12 @@ pub struct BenchBound {
 pub struct BenchArgs {
     /// Where state lives: `memory`, or a Redis URL — `redis://host:port/`,
     /// `redis+cluster://host:port,host:port/` or
-    /// `redis+sentinel://host:port,host:port/<primary>` (a fresh key prefix is
-    /// used for every run unless `--prefix` is given; the Redis server's
-    /// clock decides).
-    #[arg(long, default_value = "memory")]
-    pub store: StoreSpec,
+    /// `redis+sentinel://host:port,host:port/<primary>`; given several
+    /// times, `redis://` URLs of the nodes of one Cluster (a fresh key
+    /// prefix is used for every run unless `--prefix` is given; the Redis
+    /// server's clock decides).
+    #[arg(long = "store", value_name = "STORE", default_value = "memory", action = clap::ArgAction::Append)]
+    pub stores: Vec<StoreSpec>,
 
     /// The rule every request is checked against.
     #[command(flatten)]

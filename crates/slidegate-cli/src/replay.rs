@@ -63,7 +63,7 @@ pub struct ReplaySummary {
 pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let rule = args.rule.to_rule()?;
     let clock = ManualClock::new(0);
-    let store = match &args.store {
+    let store = match &StoreSpec::from_many(&args.stores)? {
         StoreSpec::Memory => AnyStore::Memory(MemoryStore::builder().clock(clock.clone()).build()),
         StoreSpec::Redis { url } => {
             let options = RedisOptions {

@@ -44,6 +44,53 @@ impl FromStr for StoreSpec {
     }
 }
 
+impl StoreSpec {
+    /// The store that repeated `--store` flags name: one flag as it is;
+    /// several, the `redis://` URLs of one Cluster's nodes.
+    ///
+    /// # Errors
+    ///
+    /// When several are given and one is not a plain `redis://host:port/`
+    /// URL, or they carry different credentials.
+    pub fn from_many(specs: &[StoreSpec]) -> anyhow::Result<StoreSpec> {
+        match specs {
+            [] => Ok(StoreSpec::Memory),
+            [one] => Ok(one.clone()),
+            many => {
+                let mut credentials = None;
+                let mut hosts = Vec::with_capacity(many.len());
+                for spec in many {
+                    let StoreSpec::Redis { url } = spec else {
+                        anyhow::bail!(
+                            "several --store flags name the nodes of one Cluster: `memory` cannot be one"
+                        );
+                    };
+                    let Some(rest) = url.strip_prefix("redis://") else {
+                        anyhow::bail!(
+                            "several --store flags name the nodes of one Cluster, each as redis://host:port/; got {}",
+                            redact_url(url)
+                        );
+                    };
+                    let authority = rest.split('/').next().unwrap_or_default();
+                    let (userinfo, host) = match authority.rsplit_once('@') {
+                        Some((userinfo, host)) => (format!("{userinfo}@"), host),
+                        None => (String::new(), authority),
+                    };
+                    if host.is_empty() {
+                        anyhow::bail!("{} names no host", redact_url(url));
+                    }
+                    if credentials.get_or_insert_with(|| userinfo.clone()) != &userinfo {
+                        anyhow::bail!("the Cluster node URLs carry different credentials");
+                    }
+                    hosts.push(host.to_owned());
+                }
+                let userinfo = credentials.unwrap_or_default();
+                Ok(StoreSpec::Redis { url: format!("redis+cluster://{userinfo}{}/", hosts.join(",")) })
+            }
+        }
+    }
+}
+
 impl fmt::Display for StoreSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -169,6 +216,33 @@ mod tests {
         }
         let err = "http://x".parse::<StoreSpec>().unwrap_err();
         assert!(err.contains("redis://"), "{err}");
+    }
+
+    #[test]
+    fn repeated_node_urls_are_one_cluster() {
+        let spec = |urls: &[&str]| {
+            let specs: Vec<StoreSpec> = urls.iter().map(|u| u.parse().unwrap()).collect();
+            StoreSpec::from_many(&specs)
+        };
+        assert_eq!(spec(&["redis://a:1/"]).unwrap(), StoreSpec::Redis { url: "redis://a:1/".into() });
+        assert_eq!(
+            spec(&["redis://a:1/", "redis://b:2"]).unwrap(),
+            StoreSpec::Redis { url: "redis+cluster://a:1,b:2/".into() }
+        );
+        assert_eq!(
+            spec(&["redis://:pw@a:1/", "redis://:pw@b:2/"]).unwrap(),
+            StoreSpec::Redis { url: "redis+cluster://:pw@a:1,b:2/".into() }
+        );
+        for (urls, why) in [
+            (&["redis://a:1/", "memory"][..], "memory"),
+            (&["redis://a:1/", "redis+sentinel://s:1/m"], "redis://host:port/"),
+            (&["redis://:x@a:1/", "redis://:y@b:2/"], "different credentials"),
+            (&["redis://a:1/", "redis:///"], "no host"),
+        ] {
+            let err = spec(urls).unwrap_err().to_string();
+            assert!(err.contains(why), "{urls:?}: {err}");
+            assert!(!err.contains(":x@"), "no password in messages: {err}");
+        }
     }
 
     #[test]

@@ -65,7 +65,7 @@ fn bounds_are_required_and_capped() {
 #[test]
 fn redis_small_run() {
     let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
-    exact_small_run(&server.url());
+    exact_small_run(&[&server.url()]);
 }
 
 /// The same exact run against a real Redis Cluster and through real
@@ -73,16 +73,21 @@ fn redis_small_run() {
 #[test]
 fn cluster_and_sentinel_urls() {
     let cluster = slidegate_testkit::RedisCluster::start(3, 0).expect("start a cluster");
-    exact_small_run(&cluster.url());
+    exact_small_run(&[&cluster.url()]);
+    // The same Cluster named by its nodes' URLs, one --store each.
+    let nodes = cluster.node_urls();
+    let report = exact_small_run(&nodes.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(report["store"].as_str().is_some_and(|s| s.starts_with("redis+cluster://")), "{report}");
     let sentinels = slidegate_testkit::RedisSentinel::start(1).expect("start sentinels");
-    exact_small_run(&sentinels.url());
+    exact_small_run(&[&sentinels.url()]);
 }
 
-fn exact_small_run(url: &str) {
-    let args = [
-        "bench",
-        "--store",
-        url,
+fn exact_small_run(urls: &[&str]) -> Value {
+    let mut args = vec!["bench"];
+    for url in urls {
+        args.extend(["--store", url]);
+    }
+    args.extend([
         "--algorithm",
         "counter",
         "--limit",
@@ -98,13 +103,14 @@ fn exact_small_run(url: &str) {
         "--timeout",
         "2s",
         "--json",
-    ];
+    ]);
     let report: Value = serde_json::from_str(success(&args, "").trim()).expect("one JSON object");
     assert_eq!(count(&report, "requests"), 200);
     assert_eq!(count(&report, "errors"), 0, "{report}");
     // 5 keys × 10 per window, and the run is far shorter than the window.
     assert_eq!(count(&report, "allowed"), 50, "{report}");
     assert_eq!(count(&report, "degraded"), 0, "{report}");
+    report
 }
 
 #[test]

@@ -178,12 +178,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         },
     };
     let prefix = args.prefix.clone().unwrap_or_else(|| run_prefix("bench"));
-    let stats_url = match (&args.store, args.redis_stats) {
+    let spec = StoreSpec::from_many(&args.stores)?;
+    let stats_url = match (&spec, args.redis_stats) {
         (StoreSpec::Redis { url }, true) if url.starts_with("redis://") => Some(url.clone()),
         (_, true) => anyhow::bail!("--redis-stats needs a standalone redis:// store"),
         _ => None,
     };
-    let store = match (&args.store, args.baseline) {
+    let store = match (&spec, args.baseline) {
         (StoreSpec::Redis { url }, Some(Baseline::NaiveZset)) => {
             AnyStore::Naive(NaiveZset::connect(url, &prefix).await?)
         }
@@ -215,7 +216,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     // Every check but the deny cache's and the degraded ones asked Redis.
     let store_checks =
         (outcome.allowed + outcome.denied).saturating_sub(outcome.deny_cache_hits + outcome.degraded);
-    let mut report = report(&args.store, &plan, &outcome);
+    let mut report = report(&spec, &plan, &outcome);
     report.baseline = args.baseline.and_then(|b| b.to_possible_value()).map(|v| v.get_name().to_owned());
     if let Some(stats) = stats {
         report.redis = Some(
