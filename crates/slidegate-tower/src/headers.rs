@@ -18,8 +18,8 @@ pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-r
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit` (IETF draft).
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
-/// `X-RateLimit-Degraded: <policy>`, when enabled: the decision was made by
-/// the failure policy because the store could not be asked.
+/// `X-RateLimit-Degraded: 1`, when enabled: the decision was made by the
+/// failure policy because the store could not be asked.
 pub const X_RATELIMIT_DEGRADED: HeaderName = HeaderName::from_static("x-ratelimit-degraded");
 /// `X-RateLimit-Warning: violations=<n>`: the caller is close to a ban.
 pub const X_RATELIMIT_WARNING: HeaderName = HeaderName::from_static("x-ratelimit-warning");
@@ -49,6 +49,11 @@ fn value(text: &str) -> Option<HeaderValue> {
 }
 
 /// Adds the quota headers of `multi` (one decision per rule in `rules`).
+///
+/// Layers may be stacked (a global layer around a per-route one): the IETF
+/// fields are lists, so each layer adds its policies to what an inner
+/// layer wrote; the legacy headers and the warning keep the most binding
+/// rule's values (least remaining, then the longest reset).
 pub(crate) fn add_quota_headers(
     headers: &mut HeaderMap,
     rules: &[&Rule],
@@ -60,7 +65,9 @@ pub(crate) fn add_quota_headers(
         for (rule, decision) in rules.iter().zip(&multi.decisions) {
             let name = policy_name(rule);
             let sep = if policy.is_empty() { "" } else { ", " };
-            let _ = write!(policy, "{sep}\"{name}\";q={};w={}", rule.limit(), ceil_secs(rule.window()));
+            // The decision's limit: the one enforced, also when adaptive
+            // limits scale the configured one.
+            let _ = write!(policy, "{sep}\"{name}\";q={};w={}", decision.limit, ceil_secs(rule.window()));
             let _ = write!(
                 current,
                 "{sep}\"{name}\";r={};t={}",
@@ -69,26 +76,48 @@ pub(crate) fn add_quota_headers(
             );
         }
         if let (Some(policy), Some(current)) = (value(&policy), value(&current)) {
-            headers.insert(RATELIMIT_POLICY, policy);
-            headers.insert(RATELIMIT, current);
+            headers.append(RATELIMIT_POLICY, policy);
+            headers.append(RATELIMIT, current);
         }
     }
     if families.legacy
         && let Some(binding) = multi.binding()
     {
-        headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(binding.limit));
-        headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(binding.remaining));
-        headers.insert(X_RATELIMIT_RESET, HeaderValue::from(ceil_secs(binding.reset_after)));
+        let reset = ceil_secs(binding.reset_after);
+        let written = (number(headers, &X_RATELIMIT_REMAINING), number(headers, &X_RATELIMIT_RESET));
+        let binds_more = match written {
+            (Some(remaining), Some(written_reset)) => {
+                (u64::from(binding.remaining), std::cmp::Reverse(reset))
+                    < (remaining, std::cmp::Reverse(written_reset))
+            }
+            _ => true,
+        };
+        if binds_more {
+            headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(binding.limit));
+            headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(binding.remaining));
+            headers.insert(X_RATELIMIT_RESET, HeaderValue::from(reset));
+        }
     }
     if families.degraded && multi.decisions.iter().any(|d| d.state == State::Degraded) {
         headers.insert(X_RATELIMIT_DEGRADED, HeaderValue::from_static("1"));
     }
     if let Some(warned) =
         multi.decisions.iter().filter(|d| d.state == State::Warned).map(|d| d.violations).max()
-        && let Some(v) = value(&format!("violations={warned}"))
     {
-        headers.insert(X_RATELIMIT_WARNING, v);
+        let written = headers
+            .get(&X_RATELIMIT_WARNING)
+            .and_then(|v| v.to_str().ok()?.strip_prefix("violations=")?.parse::<u32>().ok());
+        if written.is_none_or(|written| warned > written)
+            && let Some(v) = value(&format!("violations={warned}"))
+        {
+            headers.insert(X_RATELIMIT_WARNING, v);
+        }
     }
+}
+
+/// A header holding a whole number (one an inner layer wrote).
+fn number(headers: &HeaderMap, name: &HeaderName) -> Option<u64> {
+    headers.get(name)?.to_str().ok()?.parse().ok()
 }
 
 /// `Retry-After` of a denial: whole seconds, rounded up, at least 1.
@@ -129,6 +158,24 @@ mod tests {
         assert_eq!(headers[X_RATELIMIT_REMAINING], "1");
         assert_eq!(headers[X_RATELIMIT_RESET], "1");
         assert!(!headers.contains_key(X_RATELIMIT_DEGRADED));
+
+        // An outer layer adds its policies and keeps the most binding
+        // legacy values: its rule (20 left) binds less than the inner's.
+        let outer = Rule::per_minute(NonZeroU32::new(1000).unwrap()).named("global").unwrap();
+        let outer_multi =
+            MultiDecision::from_decisions(vec![Decision::allowed(1000, 20, Duration::from_secs(30))]);
+        add_quota_headers(&mut headers, &[&outer], &outer_multi, families);
+        let all: Vec<&str> = headers.get_all(RATELIMIT).iter().map(|v| v.to_str().unwrap()).collect();
+        assert_eq!(all, [r#""api";r=42;t=60, "5-1000";r=1;t=1"#, r#""global";r=20;t=30"#]);
+        assert_eq!(headers.get_all(RATELIMIT_POLICY).iter().count(), 2);
+        assert_eq!(headers[X_RATELIMIT_REMAINING], "1", "the inner rule still binds most");
+        let tighter =
+            MultiDecision::from_decisions(vec![Decision::allowed(1000, 0, Duration::from_secs(30))]);
+        add_quota_headers(&mut headers, &[&outer], &tighter, families);
+        assert_eq!(
+            (&headers[X_RATELIMIT_LIMIT], &headers[X_RATELIMIT_REMAINING]),
+            (&"1000".parse::<HeaderValue>().unwrap(), &"0".parse::<HeaderValue>().unwrap())
+        );
 
         let mut none = HeaderMap::new();
         add_quota_headers(

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use http::request::Parts;
 
-use crate::client_ip::{TrustedProxies, client_ip};
+use crate::client_ip::{ForwardedHeader, TrustedProxies, client_ip};
 
 /// Picks the key a rule limits from a request head.
 ///
@@ -87,28 +87,50 @@ impl KeyExtractor for PeerIp {
 
 /// The client's IP address behind reverse proxies.
 ///
-/// `Forwarded`, `X-Forwarded-For` and `X-Real-IP` are believed **only**
-/// when the peer is one of the trusted proxies, and only as far back as the
-/// hops are trusted: the key is the first address, walking back from the
-/// peer, that is not a trusted proxy. A client connecting directly — or
-/// through an untrusted hop — cannot change its key by sending the headers.
+/// The forwarding header — `X-Forwarded-For` by default, or the one
+/// [`header`](Self::header) names — is believed **only** when the peer is
+/// one of the trusted proxies, and only as far back as the hops are
+/// trusted: the key is the first address, walking back from the peer, that
+/// is not a trusted proxy. A client connecting directly, or through an
+/// untrusted hop, cannot change its key by sending the header; and only
+/// the one header is read, because a proxy that sets one passes the others
+/// on from the client unchanged. A hop that cannot be parsed (`unknown`, an
+/// obfuscated name, garbage) ends the walk: the key is then the proxy that
+/// reported it. IPv4-mapped IPv6 addresses count as the IPv4 address; an
+/// IPv6 client can be keyed by its network instead
+/// ([`ipv6_prefix`](Self::ipv6_prefix)).
 ///
 /// ```
-/// use slidegate_tower::{ClientIp, KeyExtractor};
+/// use slidegate_tower::{ClientIp, ForwardedHeader, KeyExtractor};
 ///
 /// let client_ip = ClientIp::trusting(["10.0.0.0/8"]).unwrap();
 /// let mut parts = http::Request::get("/")
 ///     .header("x-forwarded-for", "203.0.113.7, 10.0.0.2")
+///     .header("forwarded", "for=198.51.100.1") // a client's own: not read
 ///     .body(())
 ///     .unwrap()
 ///     .into_parts()
 ///     .0;
 /// parts.extensions.insert("10.0.0.1:443".parse::<std::net::SocketAddr>().unwrap());
 /// assert_eq!(client_ip.extract(&parts).as_deref(), Some("203.0.113.7"));
+///
+/// // Behind a proxy that speaks RFC 7239:
+/// let rfc = ClientIp::trusting(["10.0.0.0/8"]).unwrap().header(ForwardedHeader::Forwarded);
+/// assert_eq!(rfc.extract(&parts).as_deref(), Some("198.51.100.1"));
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ClientIp {
     trusted: Arc<TrustedProxies>,
+    header: ForwardedHeader,
+    /// 1..=128.
+    ipv6_prefix: u8,
+}
+
+impl Default for ClientIp {
+    /// Trusts no proxy: the same as [`PeerIp`].
+    fn default() -> Self {
+        ClientIp { trusted: Arc::default(), header: ForwardedHeader::default(), ipv6_prefix: 128 }
+    }
 }
 
 impl ClientIp {
@@ -128,19 +150,45 @@ impl ClientIp {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Ok(ClientIp { trusted: Arc::new(TrustedProxies::parse(proxies)?) })
+        Ok(ClientIp { trusted: Arc::new(TrustedProxies::parse(proxies)?), ..ClientIp::new() })
     }
 
-    /// The client address of this request (see the type's docs).
+    /// The header the trusted proxies name the client in (default
+    /// [`ForwardedHeader::XForwardedFor`]); no other is read.
+    pub fn header(mut self, header: ForwardedHeader) -> ClientIp {
+        self.header = header;
+        self
+    }
+
+    /// Keys an IPv6 client by its first `bits` bits (e.g. 64: one key per
+    /// /64 network, which one host can otherwise hop through freely);
+    /// default 128, the whole address. Clamped to 1..=128; IPv4 is unchanged.
+    pub fn ipv6_prefix(mut self, bits: u8) -> ClientIp {
+        self.ipv6_prefix = bits.clamp(1, 128);
+        self
+    }
+
+    /// The client address of this request (see the type's docs), IPv6
+    /// cut to [`ipv6_prefix`](Self::ipv6_prefix).
     pub fn client(&self, parts: &Parts) -> Option<IpAddr> {
         let peer = peer_addr(parts)?.ip();
-        Some(client_ip(peer, &parts.headers, &self.trusted))
+        let ip = client_ip(peer, &parts.headers, &self.trusted, self.header);
+        Some(match ip {
+            IpAddr::V6(v6) if self.ipv6_prefix < 128 => {
+                let mask = u128::MAX << (128 - u32::from(self.ipv6_prefix));
+                IpAddr::V6((u128::from(v6) & mask).into())
+            }
+            ip => ip,
+        })
     }
 }
 
 impl KeyExtractor for ClientIp {
     fn extract(&self, parts: &Parts) -> Option<String> {
-        self.client(parts).map(|ip| ip.to_string())
+        self.client(parts).map(|ip| match ip {
+            IpAddr::V6(_) if self.ipv6_prefix < 128 => format!("{ip}/{}", self.ipv6_prefix),
+            ip => ip.to_string(),
+        })
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use http::request::Parts;
-use slidegate::{Limiter, Rule, Store};
+use slidegate::{Error, ErrorKind, Limiter, MAX_DIMENSIONS, Rule, Store};
 use tower_layer::Layer;
 
 use crate::headers::Families;
@@ -86,6 +86,11 @@ impl<S> Clone for Config<S> {
 /// * Never an error of its own: "limited" is a response, and the inner
 ///   service's readiness and errors pass through untouched. A failing store
 ///   is the limiter's [`FailurePolicy`](slidegate::FailurePolicy)'s business.
+/// * Several rules belong in one layer: they are checked together, and a
+///   request denied by one charges none. Layers can be stacked (a global
+///   one around per-route ones): each charges on its own (an outer layer
+///   admits before an inner one denies), and the response carries every
+///   layer's IETF fields and the most binding legacy values.
 ///
 /// ```
 /// use std::num::NonZeroU32;
@@ -151,14 +156,55 @@ impl<S: Store> RateLimitLayer<S> {
     /// Limits each request's key under `rule`; a request whose key is
     /// missing counts against a shared `"unidentified"` key (see
     /// [`rule_or`](Self::rule_or)).
+    ///
+    /// # Panics
+    ///
+    /// On a setup mistake [`try_rule_or`](Self::try_rule_or) reports as an
+    /// error — like axum's router on overlapping routes, at start-up rather
+    /// than as a 429 on every request.
     pub fn rule(self, rule: Rule, key: impl KeyExtractor) -> Self {
         self.rule_or(rule, key, MissingKey::default())
     }
 
     /// Like [`rule`](Self::rule), with an explicit outcome for requests
     /// whose key is missing.
+    ///
+    /// # Panics
+    ///
+    /// As [`rule`](Self::rule).
     pub fn rule_or(self, rule: Rule, key: impl KeyExtractor, missing: MissingKey) -> Self {
-        self.edit(|c| c.dimensions.push(Dimension { rule, key: Arc::new(key), missing }))
+        self.try_rule_or(rule, key, missing).unwrap_or_else(|error| panic!("RateLimitLayer: {error}"))
+    }
+
+    /// [`rule_or`](Self::rule_or) for rules read at run time (e.g. from a
+    /// configuration file).
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidConfig`](slidegate::ErrorKind::InvalidConfig) when the
+    /// layer already has [`MAX_DIMENSIONS`] rules (the most one check
+    /// takes), when `rule` shares its state with a rule of the layer (the
+    /// same name, or the same parameters unnamed: give them names), or for
+    /// an empty [`MissingKey::Shared`] key.
+    pub fn try_rule_or(self, rule: Rule, key: impl KeyExtractor, missing: MissingKey) -> Result<Self, Error> {
+        let refuse = |why: String| Err(Error::new(ErrorKind::InvalidConfig, why));
+        let dimensions = &self.config.dimensions;
+        if dimensions.len() >= MAX_DIMENSIONS {
+            return refuse(format!("a layer takes at most {MAX_DIMENSIONS} rules; {rule} is one too many"));
+        }
+        if let Some(other) = dimensions
+            .iter()
+            .find(|d| (d.rule.state_name(), d.rule.state_part()) == (rule.state_name(), rule.state_part()))
+        {
+            return refuse(format!(
+                "rules {} and {rule} would count in the same state; give them different names",
+                other.rule
+            ));
+        }
+        if matches!(&missing, MissingKey::Shared(shared) if shared.is_empty()) {
+            return refuse(format!("the shared key for requests {rule} cannot identify must not be empty"));
+        }
+        Ok(self.edit(|c| c.dimensions.push(Dimension { rule, key: Arc::new(key), missing })))
     }
 
     /// The body of a limited response (default `Too Many Requests`).
@@ -189,8 +235,9 @@ impl<S: Store> RateLimitLayer<S> {
     }
 
     /// The weight of each request (default 1), e.g. by route or body size.
+    /// A cost of 0 makes a request free: it passes unchecked and uncharged.
     /// A cost above a rule's limit can never be admitted: such requests are
-    /// answered 429 without `Retry-After`.
+    /// answered 429 without `Retry-After` (waiting would not help).
     pub fn cost(self, cost: impl Fn(&Parts) -> u32 + Send + Sync + 'static) -> Self {
         self.edit(|c| c.cost = Some(Arc::new(cost)))
     }

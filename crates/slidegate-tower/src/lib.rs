@@ -37,6 +37,7 @@ mod layer;
 mod response;
 mod service;
 
+pub use client_ip::ForwardedHeader;
 pub use future::ResponseFuture;
 #[cfg(feature = "axum")]
 pub use key::MatchedPath;

@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use http_body_util::BodyExt as _;
 use slidegate::{Decision, State};
 
 use crate::headers::{ceil_secs, retry_after};
@@ -12,7 +13,9 @@ use crate::headers::{ceil_secs, retry_after};
 /// Response bodies the layer can build its own answers in.
 ///
 /// Implemented for `String`, `Vec<u8>`, `Bytes`, `http_body_util::Full<Bytes>`,
-/// `axum::body::Body` (feature `axum`) and `tonic::body::Body` (feature `tonic`).
+/// `http_body_util`'s `BoxBody<Bytes, E>`, `UnsyncBoxBody<Bytes, E>` and
+/// `Either<L, R>` (as `L`), `axum::body::Body` (feature `axum`) and
+/// `tonic::body::Body` (feature `tonic`).
 pub trait LimitedBody: Sized {
     /// A body holding `bytes`.
     fn from_bytes(bytes: Bytes) -> Self;
@@ -42,6 +45,24 @@ impl LimitedBody for http_body_util::Full<Bytes> {
     }
 }
 
+impl<E: 'static> LimitedBody for http_body_util::combinators::BoxBody<Bytes, E> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        http_body_util::Full::new(bytes).map_err(|never| match never {}).boxed()
+    }
+}
+
+impl<E: 'static> LimitedBody for http_body_util::combinators::UnsyncBoxBody<Bytes, E> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        http_body_util::Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
+    }
+}
+
+impl<L: LimitedBody, R> LimitedBody for http_body_util::Either<L, R> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        http_body_util::Either::Left(L::from_bytes(bytes))
+    }
+}
+
 #[cfg(feature = "axum")]
 impl LimitedBody for axum::body::Body {
     fn from_bytes(bytes: Bytes) -> Self {
@@ -56,14 +77,21 @@ impl LimitedBody for tonic::body::Body {
     }
 }
 
-/// Whether the client prefers JSON (`Accept` names `application/json` or a
-/// `+json` type).
+/// Whether the client accepts JSON: an `Accept` media range
+/// `application/json`, `application/*+json` (any case) whose `q` is not 0.
 pub(crate) fn wants_json(request_headers: &HeaderMap) -> bool {
-    request_headers
-        .get_all(ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("application/json") || v.contains("+json"))
+    request_headers.get_all(ACCEPT).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(
+        |range| {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+            let json = media == "application/json"
+                || (media.starts_with("application/") && media.ends_with("+json"));
+            let refused = parts.filter_map(|p| p.split_once('=')).any(|(name, value)| {
+                name.trim().eq_ignore_ascii_case("q") && value.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+            });
+            json && !refused
+        },
+    )
 }
 
 fn json_string(text: &str) -> String {
@@ -135,10 +163,56 @@ pub(crate) fn limited_grpc<B: LimitedBody>(
 }
 
 /// The answer to a request none of whose keys could be extracted, under
-/// [`MissingKey::Reject`](crate::MissingKey::Reject).
-pub(crate) fn unidentified<B: LimitedBody>() -> Response<B> {
-    let mut response = Response::new(B::from_bytes(Bytes::from_static(b"cannot identify the client\n")));
-    *response.status_mut() = StatusCode::BAD_REQUEST;
+/// [`MissingKey::Reject`](crate::MissingKey::Reject): `400 Bad Request`, or
+/// for gRPC `INVALID_ARGUMENT`.
+pub(crate) fn unidentified<B: LimitedBody>(grpc: bool) -> Response<B> {
+    plain(grpc, StatusCode::BAD_REQUEST, "cannot identify the client")
+}
+
+/// The answer to a request whose cost a rule can never admit: 429 without
+/// `Retry-After` (waiting would not help), or for gRPC `RESOURCE_EXHAUSTED`
+/// without `RetryInfo`.
+pub(crate) fn never_admitted<B: LimitedBody>(
+    limit: u32,
+    message: &str,
+    json: bool,
+    grpc: bool,
+) -> Response<B> {
+    if grpc || !json {
+        return plain(grpc, StatusCode::TOO_MANY_REQUESTS, message);
+    }
+    let body = format!(
+        "{{\"error\":\"cost_above_limit\",\"message\":{},\"retry_after_secs\":null,\"limit\":{limit},\"remaining\":0}}",
+        json_string(message)
+    );
+    let mut response = Response::new(B::from_bytes(Bytes::from(body)));
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// The answer when the check itself failed (a bug, not the client's
+/// doing): `500`, or for gRPC `INTERNAL`.
+pub(crate) fn internal_error<B: LimitedBody>(grpc: bool) -> Response<B> {
+    plain(grpc, StatusCode::INTERNAL_SERVER_ERROR, "rate limit check failed")
+}
+
+/// A plain-text answer with `status`, or for gRPC the status's gRPC code
+/// (HTTP 200 with `grpc-status`, as gRPC clients expect).
+fn plain<B: LimitedBody>(grpc: bool, status: StatusCode, message: &str) -> Response<B> {
+    #[cfg(feature = "tonic")]
+    if grpc {
+        let code = match status {
+            StatusCode::BAD_REQUEST => tonic::Code::InvalidArgument,
+            StatusCode::TOO_MANY_REQUESTS => tonic::Code::ResourceExhausted,
+            _ => tonic::Code::Internal,
+        };
+        let (parts, ()) = tonic::Status::new(code, message).into_http::<()>().into_parts();
+        return Response::from_parts(parts, B::from_bytes(Bytes::new()));
+    }
+    let _ = grpc;
+    let mut response = Response::new(B::from_bytes(Bytes::from(format!("{message}\n"))));
+    *response.status_mut() = status;
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     response
 }

@@ -6,13 +6,13 @@ use std::task::{Context, Poll};
 
 use http::request::Parts;
 use http::{Request, Response};
-use slidegate::{Decision, MultiDecision, Rule, State, Store};
+use slidegate::{Decision, ErrorKind, MultiDecision, Rule, State, Store};
 use tower_service::Service;
 
 use crate::future::ResponseFuture;
 use crate::headers::add_quota_headers;
 use crate::layer::{Config, MissingKey};
-use crate::response::{LimitedBody, limited, unidentified, wants_json};
+use crate::response::{LimitedBody, internal_error, limited, never_admitted, unidentified, wants_json};
 
 /// Rate limits the requests of an inner service (see
 /// [`RateLimitLayer`](crate::RateLimitLayer)).
@@ -93,9 +93,10 @@ where
         ResponseFuture::new(async move {
             let keys = match keys {
                 Keys::Checked(keys) => keys,
-                Keys::Rejected => return Ok(unidentified()),
+                Keys::Rejected => return Ok(unidentified(config.grpc)),
             };
-            if keys.is_empty() {
+            // No rule applies, or a free request (cost 0).
+            if keys.is_empty() || cost == 0 {
                 return inner.call(request).await;
             }
             let rules: Vec<&Rule> = keys.iter().map(|(i, _)| &config.dimensions[*i].rule).collect();
@@ -103,15 +104,17 @@ where
                 rules.iter().zip(&keys).map(|(rule, (_, key))| (*rule, key.as_str())).collect();
             let multi = match config.limiter.check_all_n(&dimensions, cost).await {
                 Ok(multi) => multi,
-                Err(error) => {
-                    // Only invalid input reaches here: a cost no rule can admit.
+                Err(error) if error.kind() == ErrorKind::InvalidCost => {
+                    // A cost some rule can never admit: waiting would not help.
                     tracing::warn!(target: "slidegate", %error, "request cannot be admitted");
-                    let never =
-                        Decision::limited(rules[0].limit(), 0, std::time::Duration::ZERO, Default::default());
-                    let mut response: Response<ResB> =
-                        limited(&never, &config.message, config.ban_status, json);
-                    response.headers_mut().remove(http::header::RETRY_AFTER);
-                    return Ok(response);
+                    let limit = rules.iter().map(|rule| rule.limit()).min().unwrap_or(0);
+                    return Ok(never_admitted(limit, &config.message, json, config.grpc));
+                }
+                Err(error) => {
+                    // The layer's setup is checked when rules are added, so
+                    // this is a bug or a key no store accepts: loud, not a 429.
+                    tracing::error!(target: "slidegate", %error, "rate limit check failed");
+                    return Ok(internal_error(config.grpc));
                 }
             };
             if multi.allowed {

@@ -43,3 +43,69 @@ async fn limited_calls_are_resource_exhausted_with_retry_info() {
     let retry = status.get_details_retry_info().expect("RetryInfo detail");
     assert_eq!(retry.retry_delay, Some(Duration::from_millis(750)));
 }
+
+fn grpc_ok() -> impl tower::Service<
+    Request<tonic::body::Body>,
+    Response = Response<tonic::body::Body>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone
++ Send
++ 'static {
+    tower::service_fn(|_: Request<tonic::body::Body>| async {
+        let mut response = Response::new(tonic::body::Body::empty());
+        response.headers_mut().insert("grpc-status", "0".parse().unwrap());
+        Ok::<_, Infallible>(response)
+    })
+}
+
+fn call(peer: Option<&str>) -> Request<tonic::body::Body> {
+    let mut request = Request::post("/echo.Echo/Say").body(tonic::body::Body::empty()).unwrap();
+    if let Some(peer) = peer {
+        request.extensions_mut().insert(peer.parse::<SocketAddr>().unwrap());
+    }
+    request
+}
+
+fn status_of(response: &Response<tonic::body::Body>) -> tonic::Status {
+    assert_eq!(response.status(), http::StatusCode::OK, "gRPC errors travel in headers");
+    tonic::Status::from_header_map(response.headers()).expect("a grpc status")
+}
+
+/// A ban answered 403 is `PERMISSION_DENIED`; a client that cannot be
+/// identified under `MissingKey::Reject` is `INVALID_ARGUMENT`; a cost no
+/// rule admits is `RESOURCE_EXHAUSTED` without `RetryInfo` — gRPC status
+/// codes all, never a bare HTTP error a gRPC client cannot read.
+#[tokio::test]
+async fn every_refusal_is_a_grpc_status() {
+    let penalty = slidegate::Penalty::new(Duration::from_secs(60))
+        .unwrap()
+        .ban_after(1, Duration::from_secs(30))
+        .unwrap();
+    let login = Rule::per_second(NonZeroU32::new(1).unwrap())
+        .named("grpc-ban")
+        .unwrap()
+        .with_penalty(penalty)
+        .unwrap();
+    let layer = RateLimitLayer::new(Limiter::in_memory())
+        .rule_or(login, PeerIp, slidegate_tower::MissingKey::Reject)
+        .ban_status(http::StatusCode::FORBIDDEN)
+        .cost(|parts| if parts.uri.path().ends_with("Bulk") { 2 } else { 1 })
+        .grpc();
+    let mut service = tower::ServiceBuilder::new().layer(layer).service(grpc_ok());
+    let peer = Some("192.0.2.7:1");
+    assert_eq!(service.ready().await.unwrap().call(call(peer)).await.unwrap().headers()["grpc-status"], "0");
+    let banned = service.ready().await.unwrap().call(call(peer)).await.unwrap();
+    assert_eq!(status_of(&banned).code(), Code::PermissionDenied);
+    let retry = status_of(&banned).get_details_retry_info().expect("RetryInfo");
+    assert_eq!(retry.retry_delay, Some(Duration::from_secs(30)));
+
+    let unknown = service.ready().await.unwrap().call(call(None)).await.unwrap();
+    assert_eq!(status_of(&unknown).code(), Code::InvalidArgument);
+
+    let mut bulk = call(Some("192.0.2.8:1"));
+    *bulk.uri_mut() = "/echo.Echo/Bulk".parse().unwrap();
+    let never = service.ready().await.unwrap().call(bulk).await.unwrap();
+    assert_eq!(status_of(&never).code(), Code::ResourceExhausted);
+    assert!(status_of(&never).get_details_retry_info().is_none(), "waiting would not help");
+}
