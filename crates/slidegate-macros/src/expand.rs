@@ -43,7 +43,7 @@ pub(crate) fn rate_limit(attr: TokenStream, item: TokenStream) -> syn::Result<To
         }
         (Err(errors), Ok(())) | (Ok(_), Err(errors)) => return Err(errors),
     };
-    let guard = guard(&args, &function.sig.ident);
+    let guard = guard(&args, &function.sig.ident, function.sig.receiver().is_some());
     function.block.stmts.insert(0, Stmt::Expr(Expr::Verbatim(guard), None));
     Ok(quote!(#function))
 }
@@ -110,7 +110,9 @@ fn borrow(expr: &Expr) -> TokenStream {
     quote_spanned!(at(expr)=> &(#expr))
 }
 
-fn guard(args: &Args, function: &Ident) -> TokenStream {
+/// The check in front of the body; `method` when the function takes `self`
+/// (so `Self` names its type).
+fn guard(args: &Args, function: &Ident, method: bool) -> TokenStream {
     let limiter = borrow(&args.limiter);
     let limiter = quote_spanned!(at(&args.limiter)=>
         let __slidegate_limiter: &::slidegate::Limiter<_> = #limiter;
@@ -126,12 +128,18 @@ fn guard(args: &Args, function: &Ident) -> TokenStream {
         }
         RuleArg::Inline(inline) => {
             let spec = spec(inline, function);
+            // A method's derived name holds its type's (see `RuleCell::get_in`).
+            let get = if method {
+                quote!(__SLIDEGATE_RULE.get_in(::core::any::type_name::<Self>()))
+            } else {
+                quote!(__SLIDEGATE_RULE.get())
+            };
             (
                 quote!(
                     static __SLIDEGATE_RULE: ::slidegate::__private::RuleCell =
                         ::slidegate::__private::RuleCell::new(#spec);
                 ),
-                quote!(let __slidegate_rule = __SLIDEGATE_RULE.get();),
+                quote!(let __slidegate_rule = #get;),
             )
         }
     };

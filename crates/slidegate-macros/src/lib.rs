@@ -50,7 +50,7 @@
 //! | `rule = <expr>` | a `Rule` or `&Rule` (or a `LazyLock<Rule>`…), e.g. a named rule shared with other code |
 //! | `limit = <int>, window = "<duration>"` | or an inline rule: `window` is `500ms`, `10s`, `1m`, `1h`, `1d` or a sum such as `1m30s` |
 //! | `algorithm = "…"` | inline rules: `"log"` (default, exact sliding log), `"counter"` (sliding counter, 10 buckets), `"fixed"`, `"gcra"` |
-//! | `name = "…"` | inline rules: the name keying the rule's state; by default `<module path>.<function>` with `::` written `.` |
+//! | `name = "…"` | inline rules: the name keying the rule's state; by default `<module path>.<function>` with `::` written `.` (`<module path>.<Type>.<method>` for a method taking `self`, so methods of one name on two types keep apart) |
 //! | `cost = <expr>` | a `u32` weight; 1 by default |
 //! | `message = "…"` | the text of a denial, instead of `rate limited: retry after 3s` |
 //!

@@ -72,3 +72,38 @@ async fn by_value_receivers_and_shared_limiters() {
     assert!(limited.as_ref().is_some_and(RateLimited::is_denied));
     assert!(gateway.forward("/b").await.is_ok());
 }
+
+/// Two types of one module with a method of the same name: each method
+/// keeps its own state (the derived rule name holds the type's name).
+struct Orders {
+    limiter: Limiter<MemoryStore>,
+}
+
+struct Invoices {
+    limiter: Limiter<MemoryStore>,
+}
+
+impl Orders {
+    #[rate_limit(limiter = self.limiter, limit = 1, window = "1m", key = id)]
+    async fn fetch(&self, id: u64) -> Result<(), RateLimited> {
+        Ok(())
+    }
+}
+
+impl Invoices {
+    #[rate_limit(limiter = self.limiter, limit = 1, window = "1m", key = id)]
+    async fn fetch(&self, id: u64) -> Result<(), RateLimited> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn methods_of_one_name_on_two_types_keep_apart() {
+    let limiter = Limiter::in_memory();
+    let orders = Orders { limiter: limiter.clone() };
+    let invoices = Invoices { limiter: limiter.clone() };
+    assert!(orders.fetch(7).await.is_ok());
+    assert!(invoices.fetch(7).await.is_ok(), "a state of its own, though the limiter is shared");
+    assert!(orders.fetch(7).await.err().is_some_and(|e| e.is_denied()));
+    assert!(invoices.fetch(7).await.err().is_some_and(|e| e.is_denied()));
+}

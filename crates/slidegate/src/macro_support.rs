@@ -63,25 +63,52 @@ impl RuleCell {
     /// compile time, so this is not expected; it is an `Err` rather than a
     /// panic all the same.
     pub fn get(&self) -> Result<&Rule, &Error> {
-        self.rule.get_or_init(|| self.build()).as_ref()
+        self.rule.get_or_init(|| self.build(None)).as_ref()
     }
 
-    fn build(&self) -> Result<Rule, Error> {
+    /// The rule of a method of the type `owner` (`type_name::<Self>()`: a
+    /// `static` cannot name `Self`, so the generated code passes it): a
+    /// derived name then holds the type's name, so methods of one name in
+    /// two `impl` blocks of one module keep apart. (A generic type's
+    /// instantiations share the first one's.)
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    pub fn get_in(&self, owner: &'static str) -> Result<&Rule, &Error> {
+        self.rule.get_or_init(|| self.build(Some(owner))).as_ref()
+    }
+
+    fn build(&self, owner: Option<&str>) -> Result<Rule, Error> {
         let spec = &self.spec;
         let rule = Rule::new(spec.limit, Duration::from_millis(spec.window_ms))?;
         let rule = rule.with_algorithm(spec.algorithm)?;
         match spec.name {
             RuleName::Given(name) => rule.named(name),
-            RuleName::Derived { module, function } => rule.named(&derived_name(module, function)),
+            RuleName::Derived { module, function } => {
+                let function = match owner.map(type_base_name) {
+                    Some(owner) => format!("{owner}.{function}"),
+                    None => function.to_owned(),
+                };
+                rule.named(&derived_name(module, &function))
+            }
         }
     }
 }
 
+/// The last path segment of a type name, without generic arguments:
+/// `shop::api::Profiles<alloc::string::String>` → `Profiles`.
+fn type_base_name(type_name: &str) -> &str {
+    let plain = type_name.split('<').next().unwrap_or(type_name);
+    plain.rsplit("::").next().unwrap_or(plain)
+}
+
 /// `<module path>.<function>` with `::` written `.` — e.g.
-/// `shop.api.place_order` — so state survives restarts and differs between
-/// functions. A path with characters a rule name cannot hold (non-ASCII
-/// identifiers) or longer than [`MAX_NAME_LEN`] keeps its tail and gets a
-/// digest of the whole path, stable across processes, to stay unique.
+/// `shop.api.place_order`, or `shop.api.Profiles.read` for a method — so
+/// state survives restarts and differs between functions. A path with
+/// characters a rule name cannot hold (non-ASCII identifiers) or longer
+/// than [`MAX_NAME_LEN`] keeps its tail and gets a digest of the whole
+/// path, stable across processes, to stay unique.
 pub(crate) fn derived_name(module: &str, function: &str) -> String {
     let full = format!("{}.{function}", module.replace("::", "."));
     let safe: String = full
@@ -160,5 +187,14 @@ mod tests {
         assert_eq!(rule.as_ref().map(Rule::limit), Some(3));
         assert_eq!(rule.as_ref().and_then(Rule::name), Some("slidegate.macro_support.tests.f"));
         assert!(std::ptr::eq(CELL.get().ok().unwrap(), CELL.get().ok().unwrap()));
+
+        static METHOD: RuleCell = RuleCell::new(RuleSpec {
+            limit: 3,
+            window_ms: 500,
+            algorithm: Algorithm::Gcra,
+            name: RuleName::Derived { module: "shop::api", function: "read" },
+        });
+        let method = METHOD.get_in("shop::api::Profiles<alloc::string::String>").ok().cloned();
+        assert_eq!(method.as_ref().and_then(Rule::name), Some("shop.api.Profiles.read"));
     }
 }
