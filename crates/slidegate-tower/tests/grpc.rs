@@ -1,4 +1,5 @@
-//! gRPC: a limited call is `RESOURCE_EXHAUSTED` with `google.rpc.RetryInfo`
+//! gRPC (through the layer alone, and with a real tonic server and client):
+//! a limited call is `RESOURCE_EXHAUSTED` with `google.rpc.RetryInfo`
 //! (and a ban answered 403 is `PERMISSION_DENIED`), as tonic clients read it.
 #![cfg(feature = "tonic")] // run by scripts/test with --all-features
 
@@ -108,4 +109,39 @@ async fn every_refusal_is_a_grpc_status() {
     let never = service.ready().await.unwrap().call(bulk).await.unwrap();
     assert_eq!(status_of(&never).code(), Code::ResourceExhausted);
     assert!(status_of(&never).get_details_retry_info().is_none(), "waiting would not help");
+}
+
+/// A real tonic server (the standard health service) behind the layer and
+/// a tonic client over loopback: 3 calls per second per peer, then
+/// `RESOURCE_EXHAUSTED` with the `RetryInfo` a tonic client reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tonic_server_and_client() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let rule = Rule::per_second(NonZeroU32::new(3).unwrap()).named("tonic-peer").unwrap();
+    let layer = RateLimitLayer::new(Limiter::in_memory()).rule(rule, PeerIp).grpc().message("slow down");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = tonic::transport::Server::builder()
+        .layer(layer)
+        .add_service(health)
+        .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
+    tokio::spawn(server);
+
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://{address}")).unwrap().connect().await.unwrap();
+    let mut client = HealthClient::new(channel);
+    let mut answers = Vec::new();
+    for _ in 0..5 {
+        answers.push(client.check(HealthCheckRequest { service: String::new() }).await);
+    }
+    assert!(answers[..3].iter().all(Result::is_ok), "{answers:?}");
+    for answer in &answers[3..] {
+        let status = answer.as_ref().expect_err("limited");
+        assert_eq!((status.code(), status.message()), (Code::ResourceExhausted, "slow down"));
+        let retry = status.get_details_retry_info().and_then(|r| r.retry_delay).expect("RetryInfo");
+        assert!(retry > Duration::ZERO && retry <= Duration::from_secs(1), "{retry:?}");
+    }
 }
