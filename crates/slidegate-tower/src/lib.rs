@@ -13,17 +13,33 @@
 //!   `RetryInfo` (feature `tonic`).
 //!
 //! ```
+//! use std::net::SocketAddr;
 //! use std::num::NonZeroU32;
-//! use axum::{Router, routing::get};
+//! use axum::{Router, body::Body, extract::ConnectInfo, http::{Request, StatusCode}, routing::get};
 //! use slidegate::{Limiter, Rule};
 //! use slidegate_tower::{PeerIp, RateLimitLayer};
+//! use tower::ServiceExt;
 //!
-//! let rule = Rule::per_minute(NonZeroU32::new(60).unwrap()).named("per-ip").unwrap();
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let rule = Rule::per_minute(NonZeroU32::new(2).unwrap()).named("per-ip").unwrap();
 //! let app: Router = Router::new()
 //!     .route("/", get(|| async { "hello" }))
 //!     .layer(RateLimitLayer::new(Limiter::in_memory()).rule(rule, PeerIp));
-//! // Serve with `app.into_make_service_with_connect_info::<std::net::SocketAddr>()`
-//! // so `PeerIp` sees the peer address.
+//! // Served with `app.into_make_service_with_connect_info::<SocketAddr>()`,
+//! // every request carries its peer address, which `PeerIp` keys by.
+//! let request = || {
+//!     let mut request = Request::get("/").body(Body::empty()).unwrap();
+//!     request.extensions_mut().insert(ConnectInfo("192.0.2.1:4000".parse::<SocketAddr>().unwrap()));
+//!     request
+//! };
+//! let first = app.clone().oneshot(request()).await.unwrap();
+//! assert_eq!(first.status(), StatusCode::OK);
+//! assert_eq!(first.headers()["ratelimit"], r#""per-ip";r=1;t=60"#);
+//! app.clone().oneshot(request()).await.unwrap();
+//! let third = app.oneshot(request()).await.unwrap();
+//! assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+//! assert_eq!(third.headers()["retry-after"], "60");
+//! # });
 //! ```
 //!
 //! Per-route limits: add a layer to a route (`.route("/login", post(login).layer(…))`)
