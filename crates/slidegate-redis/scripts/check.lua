@@ -14,8 +14,9 @@
 -- Reply    per dimension 7 integers: allowed (1|0; 1 = this dimension had
 --          room, charged only if all did), remaining, retry_after_ms,
 --          reset_after_ms, state (0 allowed, 1 warned, 2 limited, 3 banned),
---          violations, receipt (1 when a log was charged, else 0; see
---          LOG.charge);
+--          violations, receipt (what release.lua needs to take the charge
+--          back: 1 for a log, a GCRA key's charge count, else 0; see the
+--          algorithms' charge);
 --          then `now` (ms), so a charge can be released (release.lua)
 
 local ALGORITHMS = { LOG, COUNTER, FIXED, GCRA }

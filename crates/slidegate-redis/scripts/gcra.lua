@@ -1,6 +1,9 @@
 -- Generic cell rate algorithm.
 --
--- key: string "<tat_ms>:<rem>": theoretical arrival time = tat_ms + rem/limit ms.
+-- key: string "<tat_ms>:<rem>:<seq>": theoretical arrival time = tat_ms +
+-- rem/limit ms; seq counts the charges (and releases) the key has seen,
+-- so release.lua can tell whether anything touched it since a charge
+-- ("<tat_ms>:<rem>" of older slidegate reads as seq 0).
 -- Time ahead of `now` is counted in 1/limit ms so the emission interval
 -- window/limit stays exact. The client guarantees limit * window < 2^53.
 
@@ -8,11 +11,12 @@ local GCRA = {}
 
 function GCRA.eval(key, r, cost, now)
   local cap = r.window * r.limit
-  local ahead = 0
+  local ahead, seq = 0, 0
   local stored = redis.call('GET', key)
   if stored then
-    local ms, rem = string.match(stored, '^(%d+):(%d+)$')
+    local ms, rem, n = string.match(stored, '^(%d+):(%d+):?(%d*)$')
     ms = tonumber(ms)
+    seq = tonumber(n) or 0
     if ms and ms >= now then
       ahead = (ms - now) * r.limit + tonumber(rem)
     end
@@ -22,7 +26,13 @@ function GCRA.eval(key, r, cost, now)
   -- below cap.
   local room = cap - cost * r.window
   if ahead <= room then
-    return { fits = true, ahead = ahead, next = ahead + cost * r.window, remaining = math.floor((cap - ahead) / r.window) }
+    return {
+      fits = true,
+      ahead = ahead,
+      next = ahead + cost * r.window,
+      seq = seq,
+      remaining = math.floor((cap - ahead) / r.window),
+    }
   end
   return {
     fits = false,
@@ -36,12 +46,14 @@ function GCRA.idle(key, r, now, v)
   return math.ceil(v.ahead / r.limit)
 end
 
--- The receipt is the time ahead before the charge, plus one (0 means no
--- charge): release.lua needs it to take the charge back exactly.
+-- The receipt is the key's charge count after this charge (at least 1; 0
+-- means no charge): release.lua takes the charge back only if the key
+-- still holds exactly what this charge left.
 function GCRA.charge(key, r, cost, now, v)
   local whole = math.floor(v.next / r.limit)
   local rem = v.next - whole * r.limit
   local reset = math.ceil(v.next / r.limit)
-  redis.call('SET', key, string.format('%d:%d', now + whole, rem), 'PX', reset + SLACK_MS)
-  return math.floor((r.window * r.limit - v.next) / r.window), reset, v.ahead + 1
+  local seq = v.seq + 1
+  redis.call('SET', key, string.format('%d:%d:%d', now + whole, rem, seq), 'PX', reset + SLACK_MS)
+  return math.floor((r.window * r.limit - v.next) / r.window), reset, seq
 end

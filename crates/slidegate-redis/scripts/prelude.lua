@@ -7,8 +7,8 @@
 --                                        does not, v.retry and v.reset are set.
 --                                        v.remaining is the quota left now.
 --   A.charge(key, r, cost, now, v)       charges a fitting request, sets the
---                 -> remaining, reset_ms, receipt   TTL; a receipt (the log's)
---                                        lets release.lua take the charge back
+--                 -> remaining, reset_ms, receipt   TTL; a receipt (the log's,
+--                                        GCRA's) lets release.lua take it back
 --   A.idle(key, r, now, v) -> reset_ms   reset time of a fitting request that
 --                                        is *not* charged (another dimension
 --                                        of a multi-dimension check denied)

@@ -276,8 +276,7 @@ pub(crate) fn single_reply(rule: &Rule, shape: Shape, reply: &[i64]) -> Result<D
 }
 
 /// The call taking back the charges of `dimensions` made at `now` with
-/// `receipts` (see release.lua); `released_at` is the clock argument of
-/// the release itself (`""` for the Redis server's).
+/// `receipts` (see release.lua).
 pub(crate) fn release<'s>(
     scripts: &'s Scripts,
     prefix: &str,
@@ -285,7 +284,6 @@ pub(crate) fn release<'s>(
     receipts: &[i64],
     cost: u32,
     now: i64,
-    released_at: &str,
 ) -> Result<Call<'s>, Error> {
     let mut keys = Vec::with_capacity(dimensions.len());
     for (rule, key) in dimensions {
@@ -294,7 +292,7 @@ pub(crate) fn release<'s>(
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let script = scripts.release();
     let mut cmd = scripts::evalsha(script, &key_refs);
-    cmd.arg(now).arg(released_at).arg(cost).arg(dimensions.len());
+    cmd.arg(now).arg(cost).arg(dimensions.len());
     for ((rule, _), receipt) in dimensions.iter().zip(receipts) {
         cmd.arg(algorithm_code(rule.algorithm()))
             .arg(rule.limit())

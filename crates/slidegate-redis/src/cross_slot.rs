@@ -4,14 +4,15 @@
 //! are *reserved* by one general-script call (charged only if all of that
 //! slot's dimensions admit), the calls run concurrently, and if any slot
 //! denied — or failed — the slots that were charged are *released* again
-//! (release.lua takes back exactly the charged units; for GCRA as much as
-//! can be taken back exactly, see there). The request is admitted only if
-//! every slot admitted: it never over-admits.
+//! (release.lua takes back exactly the charged units; a GCRA charge only
+//! while nothing touched its key since, see there). The request is
+//! admitted only if every slot admitted: it never over-admits.
 //!
 //! The reservations run in a task of their own, so a caller that gives up
 //! (the limiter's deadline drops its future) cannot stop them between a
 //! charge and its release: an answer nobody is waiting for any more is
-//! released as a whole. While a reservation is held (one round trip), a
+//! released as a whole. A denial is answered before its releases are sent.
+//! While a reservation is held (a round trip or two), a
 //! concurrent request may see less room than there will be; that errs on
 //! the side of the limit, and is why a Cluster store's denials are not kept
 //! in the limiter's deny cache ([`slidegate::Store::releases_charges`]).
@@ -52,8 +53,8 @@ pub(crate) async fn check_all(
     tokio::spawn(async move {
         let parts: Vec<Vec<Dimension<'_>>> =
             parts.iter().map(|part| part.iter().map(|(rule, key)| (rule, key.as_str())).collect()).collect();
-        let (result, charged) = reserve(&store, &parts, cost).await;
-        let decided = result.map(|replies| {
+        let reserved = reserve(&store, &parts, cost).await;
+        let decided = reserved.result.map(|replies| {
             let mut decisions = vec![None; count];
             for (group, reply) in groups.iter().zip(replies) {
                 for (&i, decision) in group.iter().zip(reply.decisions) {
@@ -62,17 +63,18 @@ pub(crate) async fn check_all(
             }
             MultiDecision::from_decisions(decisions.into_iter().flatten().collect())
         });
+        // The answer first: a denial does not wait for its releases.
+        let mut release_all = reserved.release;
         if let Err(Ok(unwanted)) = answer.send(decided)
             && unwanted.allowed
         {
             // The caller gave up after every slot admitted: the request was
             // answered otherwise (by the failure policy), so it must not
             // stay charged.
-            for (part, reply) in parts.iter().zip(&charged) {
-                if let Some(reply) = reply {
-                    release(&store, part, reply, cost).await;
-                }
-            }
+            release_all = reserved.charged;
+        }
+        for (index, reply) in release_all {
+            release(&store, &parts[index], &reply, cost).await;
         }
     });
     answered.await.unwrap_or_else(|_| {
@@ -80,22 +82,29 @@ pub(crate) async fn check_all(
     })
 }
 
-/// Reserves every part (one slot's dimensions each) concurrently and
-/// releases them all unless every one admitted. Returns the replies in
-/// part order (or the first failure) and, per part, the reply of a charge
-/// still held (all of them when admitted, none otherwise).
-async fn reserve(
-    store: &RedisStore,
-    parts: &[Vec<Dimension<'_>>],
-    cost: u32,
-) -> (Result<Vec<GeneralReply>, Error>, Vec<Option<GeneralReply>>) {
+/// What reserving the parts gave.
+struct Reserved {
+    /// The replies in part order, or the first failure.
+    result: Result<Vec<GeneralReply>, Error>,
+    /// The charged parts (index, reply) to release: all of them unless
+    /// every part admitted.
+    release: Vec<(usize, GeneralReply)>,
+    /// Every charged part, for releasing an admission nobody waits for.
+    charged: Vec<(usize, GeneralReply)>,
+}
+
+/// Reserves every part (one slot's dimensions each) concurrently; unless
+/// every one admitted, the charged ones are to be released (their
+/// decisions already show the room they give back).
+async fn reserve(store: &RedisStore, parts: &[Vec<Dimension<'_>>], cost: u32) -> Reserved {
+    let none = |result| Reserved { result, release: Vec::new(), charged: Vec::new() };
     let now = store.now_arg();
     let mut calls = Vec::with_capacity(parts.len());
     for part in parts {
         match commands::general(store.scripts(), store.prefix(), part, cost, &now, store.uses_field_ttl()) {
             Ok(call) => calls.push(call),
             // Nothing sent yet: nothing to release.
-            Err(error) => return (Err(error), Vec::new()),
+            Err(error) => return none(Err(error)),
         }
     }
     let replies = join_all(calls.iter().map(|call| store.send(call))).await;
@@ -112,17 +121,23 @@ async fn reserve(
             }
         }
     }
-    let charged = |reply: &GeneralReply| reply.decisions.iter().all(|d| d.allowed);
-    let admitted = failure.is_none() && decoded.iter().flatten().all(charged);
-    if admitted {
-        let held = decoded.clone();
-        return (Ok(decoded.into_iter().flatten().collect()), held);
+    // A part is charged when all its dimensions admitted.
+    let charged: Vec<(usize, GeneralReply)> = decoded
+        .iter()
+        .enumerate()
+        .filter_map(|(i, reply)| {
+            reply.clone().filter(|r| r.decisions.iter().all(|d| d.allowed)).map(|r| (i, r))
+        })
+        .collect();
+    if failure.is_none() && charged.len() == parts.len() {
+        return Reserved {
+            result: Ok(decoded.into_iter().flatten().collect()),
+            release: Vec::new(),
+            charged,
+        };
     }
-    // Take back every slot that was charged (all its dimensions admitted).
-    for (part, reply) in parts.iter().zip(decoded.iter_mut()) {
-        let Some(reply) = reply else { continue };
-        if charged(reply) {
-            release(store, part, reply, cost).await;
+    for &(i, _) in &charged {
+        if let Some(reply) = &mut decoded[i] {
             for decision in &mut reply.decisions {
                 decision.remaining = decision.remaining.saturating_add(cost).min(decision.limit);
             }
@@ -132,7 +147,7 @@ async fn reserve(
         Some(error) => Err(error),
         None => Ok(decoded.into_iter().flatten().collect()),
     };
-    (result, Vec::new())
+    Reserved { result, release: charged.clone(), charged }
 }
 
 /// Releases one slot's reservation, once: an answer that came back (or
@@ -141,21 +156,14 @@ async fn reserve(
 /// the same millisecond. If it fails, the charge stays until it leaves
 /// the window (every key has a TTL): the error errs on the side of the limit.
 async fn release(store: &RedisStore, part: &[Dimension<'_>], reply: &GeneralReply, cost: u32) {
-    let call = match commands::release(
-        store.scripts(),
-        store.prefix(),
-        part,
-        &reply.receipts,
-        cost,
-        reply.now,
-        &store.now_arg(),
-    ) {
-        Ok(call) => call,
-        Err(error) => {
-            tracing::error!(target: "slidegate", %error, "cannot build a release");
-            return;
-        }
-    };
+    let call =
+        match commands::release(store.scripts(), store.prefix(), part, &reply.receipts, cost, reply.now) {
+            Ok(call) => call,
+            Err(error) => {
+                tracing::error!(target: "slidegate", %error, "cannot build a release");
+                return;
+            }
+        };
     match store.send(&call).await {
         Ok(_) => metrics::counter!("slidegate_cross_slot_releases_total").increment(1),
         Err(error) => {

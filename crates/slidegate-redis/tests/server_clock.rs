@@ -5,10 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use std::sync::OnceLock;
-
 use futures::future::join_all;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use slidegate::{Algorithm, ManualClock, Rule, Store};
 use slidegate_testkit::conformance::{START_MS, rule};
 
@@ -19,7 +16,9 @@ use slidegate_testkit::conformance::{START_MS, rule};
 async fn concurrent_tasks_admit_exactly_the_limit() {
     let server = support::server();
     let store = support::server_clock_store(&server, "concurrent").await;
-    for algorithm in [Algorithm::SlidingLog, Algorithm::SLIDING_COUNTER] {
+    // (GCRA: a burst of the limit, then one per 6 s — longer than the test.
+    // The fixed window is left out: its boundary may fall inside the test.)
+    for algorithm in [Algorithm::SlidingLog, Algorithm::SLIDING_COUNTER, Algorithm::Gcra] {
         // A window far longer than the test: every request is in one window.
         let rule = rule(100, 600_000, algorithm);
         let tasks = (0..64).map(|_| {
@@ -116,39 +115,17 @@ async fn no_key_is_left_without_ttl() {
     }
 }
 
-/// This binary's metrics recorder (installed once; only the SCRIPT FLUSH
-/// test reads it).
-fn metrics() -> &'static Snapshotter {
-    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
-    SNAPSHOTTER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        recorder.install().expect("the only metrics recorder of this test binary");
-        snapshotter
-    })
-}
-
-fn script_reloads() -> u64 {
-    metrics()
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter(|(key, ..)| key.key().name() == "slidegate_script_reloads_total")
-        .map(|(.., value)| if let DebugValue::Counter(n) = value { n } else { 0 })
-        .sum()
-}
-
 /// `SCRIPT FLUSH` in the middle of a run surfaces no error, on every path
 /// (single checks of each algorithm, auto-batched or not, multi-dimension
 /// checks, batches): the store reloads the script on NOSCRIPT and retries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_mid_run_is_invisible() {
-    metrics();
+    support::record_metrics();
     let server = support::server();
     let store = support::server_clock_store(&server, "flush").await;
     let rules: Vec<Rule> =
         slidegate_testkit::conformance::algorithms(10).into_iter().map(|a| rule(1000, 60_000, a)).collect();
-    let reloads_before = script_reloads();
+    let reloads_before = support::counter("slidegate_script_reloads_total");
     for round in 0..5 {
         let tasks = (0..32).map(|i| {
             let (store, rules) = (store.clone(), rules.clone());
@@ -173,7 +150,10 @@ async fn script_flush_mid_run_is_invisible() {
             result.expect("task").expect("no error after SCRIPT FLUSH");
         }
     }
-    assert!(script_reloads() > reloads_before, "the scripts were reloaded, not found loaded");
+    assert!(
+        support::counter("slidegate_script_reloads_total") > reloads_before,
+        "the scripts were reloaded, not found loaded"
+    );
     support::assert_every_key_has_ttl(&server).await;
 }
 

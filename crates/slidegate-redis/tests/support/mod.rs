@@ -1,7 +1,11 @@
 //! Shared helpers for the Redis integration tests.
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
 use slidegate::ManualClock;
 use slidegate_redis::RedisStore;
@@ -86,4 +90,34 @@ pub async fn log_entries(conn: &mut impl redis::aio::ConnectionLike, key: &str) 
         "none" => 0,
         other => panic!("{key} holds a {other}, not a sliding log"),
     }
+}
+
+/// Installs this test binary's metrics recorder (once; call it before the
+/// metrics to be counted are emitted).
+pub fn record_metrics() {
+    snapshotter();
+}
+
+fn snapshotter() -> &'static Snapshotter {
+    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
+    SNAPSHOTTER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().expect("the only metrics recorder of this test binary");
+        snapshotter
+    })
+}
+
+/// The total of counter `name` since [`record_metrics`] (0 when never
+/// incremented). A snapshot drains the recorder's counters, so the totals
+/// are kept here, for all counters at once.
+pub fn counter(name: &str) -> u64 {
+    static TOTALS: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
+    let mut totals = TOTALS.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner());
+    for (key, _, _, value) in snapshotter().snapshot().into_vec() {
+        if let DebugValue::Counter(n) = value {
+            *totals.entry(key.key().name().to_owned()).or_default() += n;
+        }
+    }
+    totals.get(name).copied().unwrap_or(0)
 }
