@@ -39,32 +39,45 @@ pub(crate) async fn check_batch(
             Err(error) => results[i] = Some(Err(error)),
         }
     }
-    if let Some(conn) = store.backend().server_connection() {
+    // Whether every reply of a pipeline failed for the store's sake.
+    let failed = |replies: &Vec<Result<Ints, Error>>| {
+        !replies.is_empty() && replies.iter().all(|r| r.as_ref().is_err_and(Error::is_transient))
+    };
+    match store.backend() {
         // One server: one pipeline per chunk.
-        for chunk in calls.chunks(MAX_PIPELINE) {
-            let replies = send_reloading(conn.clone(), chunk).await;
-            file(requests, chunk, replies, &mut results);
+        Backend::Standalone(conn) => {
+            for chunk in calls.chunks(MAX_PIPELINE) {
+                let replies = send_reloading(conn.clone(), chunk).await;
+                file(requests, chunk, replies, &mut results);
+            }
         }
-    } else if let Backend::Cluster(pool) = store.backend() {
+        // The same on the primary the sentinels name, asking them again when
+        // a batch is abandoned or fails as a failover would make it fail.
+        Backend::Sentinel(pool) => {
+            for chunk in calls.chunks(MAX_PIPELINE) {
+                let replies = pool.watched(send_reloading(pool.connection(), chunk), failed).await;
+                file(requests, chunk, replies, &mut results);
+            }
+        }
         // A Cluster pipeline must stay within one slot: one pipeline per
         // slot (in input order within it, so the same key is decided in
-        // order), all slots at once. Calls were built from valid keys, so
+        // order), all slots at once, within the lanes' caps and stall
+        // counts like single calls. Calls were built from valid keys, so
         // their slot is known.
-        let mut by_slot: BTreeMap<u16, Vec<(usize, Call<'_>)>> = BTreeMap::new();
-        for (i, call) in calls {
-            let slot = identity_slot(requests[i].1).unwrap_or_default();
-            by_slot.entry(slot).or_default().push((i, call));
-        }
-        let groups: Vec<Vec<(usize, Call<'_>)>> = by_slot.into_values().collect();
-        let sends = groups.iter().flat_map(|group| group.chunks(MAX_PIPELINE)).map(|chunk| async move {
-            // Within the lane's cap and stall count, like single calls.
-            let answered = |replies: &Vec<Result<Ints, Error>>| {
-                replies.iter().any(|r| !r.as_ref().is_err_and(Error::is_transient))
-            };
-            (chunk, pool.on_lane(|conn| send_reloading(conn, chunk), answered).await)
-        });
-        for (chunk, replies) in join_all(sends).await {
-            file(requests, chunk, replies, &mut results);
+        Backend::Cluster(pool) => {
+            let mut by_slot: BTreeMap<u16, Vec<(usize, Call<'_>)>> = BTreeMap::new();
+            for (i, call) in calls {
+                let slot = identity_slot(requests[i].1).unwrap_or_default();
+                by_slot.entry(slot).or_default().push((i, call));
+            }
+            let groups: Vec<Vec<(usize, Call<'_>)>> = by_slot.into_values().collect();
+            let sends = groups.iter().flat_map(|group| group.chunks(MAX_PIPELINE)).map(|chunk| async move {
+                let answered = |replies: &Vec<Result<Ints, Error>>| !failed(replies);
+                (chunk, pool.on_lane(|conn| send_reloading(conn, chunk), answered).await)
+            });
+            for (chunk, replies) in join_all(sends).await {
+                file(requests, chunk, replies, &mut results);
+            }
         }
     }
     results
@@ -107,19 +120,9 @@ async fn send_reloading<C: ConnectionLike + Clone>(
     if !missing.is_empty() {
         metrics::counter!("slidegate_script_reloads_total").increment(1);
         tracing::info!(target: "slidegate", "scripts missing on the server (NOSCRIPT): reloading for a batch");
-        let mut conn = conn.clone();
-        let mut loaded = Vec::new();
-        for &i in &missing {
-            let script = calls[i].1.script;
-            if !loaded.contains(&script.get_hash()) {
-                if let Err(e) = script.load_async(&mut conn).await {
-                    let error = from_redis("reloading a script", e);
-                    return calls.iter().map(|_| Err(clone_error(&error))).collect();
-                }
-                loaded.push(script.get_hash());
-            }
-        }
-        match pipeline(&conn, missing.iter().map(|&i| &calls[i].1)).await {
+        // Only the checks that did not run are sent again, or fail: the
+        // others ran (and charged) and keep their answers.
+        match resend(&conn, calls, &missing).await {
             Ok(again) => {
                 for (&i, reply) in missing.iter().zip(again) {
                     replies[i] = reply;
@@ -129,7 +132,7 @@ async fn send_reloading<C: ConnectionLike + Clone>(
                 for &i in &missing {
                     replies[i] = Err(redis::RedisError::from((
                         redis::ErrorKind::Io,
-                        "pipeline failed",
+                        "resending after NOSCRIPT failed",
                         error.to_string(),
                     )));
                 }
@@ -137,6 +140,24 @@ async fn send_reloading<C: ConnectionLike + Clone>(
         }
     }
     replies.into_iter().map(|r| r.map_err(|e| from_redis("running the limiter script", e))).collect()
+}
+
+/// Loads the scripts of `calls[missing]` and sends those calls again.
+async fn resend<C: ConnectionLike + Clone>(
+    conn: &C,
+    calls: &[(usize, Call<'_>)],
+    missing: &[usize],
+) -> Result<Vec<RedisResult<Ints>>, Error> {
+    let mut conn = conn.clone();
+    let mut loaded = Vec::new();
+    for &i in missing {
+        let script = calls[i].1.script;
+        if !loaded.contains(&script.get_hash()) {
+            script.load_async(&mut conn).await.map_err(|e| from_redis("reloading a script", e))?;
+            loaded.push(script.get_hash());
+        }
+    }
+    pipeline(&conn, missing.iter().map(|&i| &calls[i].1)).await
 }
 
 /// One pipeline of `calls`; per-call results, or an error for the whole

@@ -61,17 +61,6 @@ impl Backend {
         Ok(info.iter().any(|v| !matches!(v, redis::Value::Nil)))
     }
 
-    /// The connection to the one server of a standalone or Sentinel
-    /// backend (the primary the sentinels name now); `None` for a Cluster,
-    /// whose calls go to the node owning each key.
-    pub(crate) fn server_connection(&self) -> Option<ConnectionManager> {
-        match self {
-            Backend::Standalone(conn) => Some(conn.clone()),
-            Backend::Sentinel(pool) => Some(pool.connection()),
-            Backend::Cluster(_) => None,
-        }
-    }
-
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Backend::Cluster(_))
     }

@@ -78,12 +78,22 @@ impl SentinelPool {
         script: &Script,
         cmd: &Cmd,
     ) -> RedisResult<T> {
+        let explains = |result: &RedisResult<T>| result.as_ref().is_err_and(failover_explains);
+        self.watched(scripts::run(&mut self.connection(), script, cmd), explains).await
+    }
+
+    /// Awaits `send` (a call or a batch pipeline on [`connection`](Self::connection)),
+    /// and asks the sentinels again when it is dropped unanswered or
+    /// `explains` says a failover may explain its result.
+    pub(crate) async fn watched<T>(
+        self: &std::sync::Arc<Self>,
+        send: impl Future<Output = T>,
+        explains: impl FnOnce(&T) -> bool,
+    ) -> T {
         let mut abandoned = Abandoned { pool: Some(self) };
-        let result = scripts::run(&mut self.connection(), script, cmd).await;
+        let result = send.await;
         abandoned.pool = None;
-        if let Err(error) = &result
-            && failover_explains(error)
-        {
+        if explains(&result) {
             self.re_resolve();
         }
         result
