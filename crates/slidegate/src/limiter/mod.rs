@@ -310,11 +310,13 @@ impl<S: Store> Limiter<S> {
                     }
                 };
                 match inner.guarded(call).await {
-                    Outcome::Answered(answers) => Some(answers),
-                    Outcome::Invalid(_) | Outcome::Failed(_) => None,
+                    Outcome::Answered(answers) => Ok(answers),
+                    Outcome::Failed(reason) => Err(reason),
+                    // The call above fails with store errors only.
+                    Outcome::Invalid(_) => Err(Reason::Unavailable),
                 }
             } else {
-                Some(inner.store.check_batch(&to_store).await)
+                Ok(inner.store.check_batch(&to_store).await)
             };
             self.settle_batch(&to_store, &asked, answers, sent, &mut results);
         }
@@ -332,17 +334,20 @@ impl<S: Store> Limiter<S> {
     }
 
     /// Files the store's batch answers (or, when the batch call failed as a
-    /// whole, the policy's) into `results`.
+    /// whole, the policy's, for that `Reason`) into `results`.
     fn settle_batch(
         &self,
         to_store: &[BatchItem<'_>],
         asked: &[usize],
-        answers: Option<Vec<Result<Decision, Error>>>,
+        answers: Result<Vec<Result<Decision, Error>>, Reason>,
         sent: u64,
         results: &mut [Option<Result<Decision, Error>>],
     ) {
         let inner = &*self.inner;
-        let mut answers = answers.map(Vec::into_iter);
+        let (mut answers, failed) = match answers {
+            Ok(answers) => (Some(answers.into_iter()), Reason::Unavailable),
+            Err(reason) => (None, reason),
+        };
         for (&(rule, key, cost), &i) in to_store.iter().zip(asked) {
             let answer = answers.as_mut().and_then(Iterator::next);
             results[i] = Some(match answer {
@@ -354,7 +359,8 @@ impl<S: Store> Limiter<S> {
                 }
                 Some(Err(error)) if failure::is_input_error(&error) => Err(error),
                 Some(Err(error)) => inner.degrade(rule, key, cost, Reason::of(&error)),
-                None => inner.degrade(rule, key, cost, Reason::Unavailable),
+                // The whole call failed (or, never expected, an answer is missing).
+                None => inner.degrade(rule, key, cost, failed),
             });
         }
     }
