@@ -98,7 +98,8 @@ pub const MAX_LINE_BYTES: usize = 4 << 20;
 /// the end of the input.
 fn read_line<'b>(input: &mut impl BufRead, buffer: &'b mut Vec<u8>) -> anyhow::Result<Option<&'b str>> {
     buffer.clear();
-    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX) + 1;
+    // Room for the longest line and its CR LF; one byte more is too long.
+    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX) + 2;
     let read = Read::take(input, limit).read_until(b'\n', buffer).context("cannot read")?;
     if read == 0 {
         return Ok(None);
@@ -108,7 +109,8 @@ fn read_line<'b>(input: &mut impl BufRead, buffer: &'b mut Vec<u8>) -> anyhow::R
         if buffer.last() == Some(&b'\r') {
             buffer.pop();
         }
-    } else if buffer.len() > MAX_LINE_BYTES {
+    }
+    if buffer.len() > MAX_LINE_BYTES {
         bail!("longer than {} MiB", MAX_LINE_BYTES >> 20);
     }
     std::str::from_utf8(buffer).map(Some).map_err(|e| anyhow!("not UTF-8 ({e})"))

@@ -49,6 +49,10 @@ impl<S: Store> Store for Observed<S> {
     fn is_local(&self) -> bool {
         self.0.is_local()
     }
+
+    fn releases_charges(&self) -> bool {
+        self.0.releases_charges()
+    }
 }
 
 /// Runs `check` and says whether an [`Observed`] store was called during it.

@@ -196,6 +196,17 @@ impl Store for AnyStore {
             AnyStore::Ping(store) => store.is_local(),
         }
     }
+
+    /// A Redis Cluster's denials are not deny-cached by the limiter, as in
+    /// an application (see [`Store::releases_charges`]).
+    fn releases_charges(&self) -> bool {
+        match self {
+            AnyStore::Memory(store) => store.releases_charges(),
+            AnyStore::Redis(store) => store.releases_charges(),
+            AnyStore::Naive(store) => store.releases_charges(),
+            AnyStore::Ping(store) => store.releases_charges(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -282,5 +293,6 @@ mod tests {
     #[test]
     fn memory_is_local() {
         assert!(AnyStore::Memory(MemoryStore::new()).is_local());
+        assert!(!AnyStore::Memory(MemoryStore::new()).releases_charges());
     }
 }

@@ -87,7 +87,9 @@ pub(crate) fn wants_json(request_headers: &HeaderMap) -> bool {
             let json = media == "application/json"
                 || (media.starts_with("application/") && media.ends_with("+json"));
             let refused = parts.filter_map(|p| p.split_once('=')).any(|(name, value)| {
-                name.trim().eq_ignore_ascii_case("q") && value.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+                // A q of 0, or of nonsense (NaN), does not accept.
+                name.trim().eq_ignore_ascii_case("q")
+                    && value.trim().parse::<f32>().is_ok_and(|q| q.is_nan() || q <= 0.0)
             });
             json && !refused
         },
