@@ -147,4 +147,31 @@ proptest! {
             prop_assert!(state.clone().check(&rule, now + reset, limit).allowed, "{}: full at reset_after", rule);
         }
     }
+
+    /// The memory store (sharded map, key encoding, one-step decisions,
+    /// penalty-free fast path) agrees with the pure model decision by
+    /// decision, over several keys and with the clock stepping back.
+    #[test]
+    fn the_memory_store_matches_the_model(
+        algorithm in any_algorithm(),
+        (limit, window, trace) in rule_and_trace(),
+        keys in prop::collection::vec(0usize..3, 120),
+        back in prop::collection::vec(prop::bool::weighted(0.1), 120),
+    ) {
+        let Ok(rule) = rule(limit, window, Algorithm::SlidingLog).with_algorithm(algorithm) else {
+            return Ok(());
+        };
+        let clock = slidegate::ManualClock::new(1_000_000);
+        let store = slidegate::MemoryStore::builder().clock(clock.clone()).build();
+        let mut models = [State::new(&rule), State::new(&rule), State::new(&rule)];
+        let mut now: u64 = 1_000_000;
+        for (i, &(step, cost)) in trace.iter().enumerate() {
+            now = if back[i] { now.saturating_sub(step) } else { now + step };
+            clock.set(now);
+            let key = keys[i];
+            let got = store.check_sync(&rule, &format!("k{key}"), cost).expect("valid request");
+            let want = models[key].check(&rule, now, cost);
+            prop_assert_eq!(got, want, "{}: request {} (key {}, cost {}, t {})", rule, i, key, cost, now);
+        }
+    }
 }

@@ -47,7 +47,10 @@ impl Shard {
 ///   dropping expired keys, a check for a *new* key fails with
 ///   [`ErrorKind::CapacityExhausted`] (transient) rather than evicting live
 ///   state — evicting would let a flood of fresh keys reset everyone's
-///   limits. Existing keys keep working.
+///   limits. Existing keys keep working. Per key, a sliding log holds one
+///   entry (16 bytes) per admitted request in its window — at most `limit`
+///   — and the other algorithms a fixed few words; so memory is bounded by
+///   `max_keys` times what the rules in use hold per key.
 ///
 /// ```
 /// use std::num::NonZeroU32;
