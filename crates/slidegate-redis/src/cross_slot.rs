@@ -11,8 +11,9 @@
 //! The reservations run in a task of their own, so a caller that gives up
 //! (the limiter's deadline drops its future) cannot stop them between a
 //! charge and its release: an answer nobody is waiting for any more is
-//! released as a whole. A denial is answered before its releases are sent.
-//! While a reservation is held (a round trip or two), a
+//! released as a whole. A denial is answered once its releases are done,
+//! so the caller's next check sees the state it left. While a reservation
+//! is held (a round trip or two), a
 //! concurrent request may see less room than there will be; that errs on
 //! the side of the limit, and is why a Cluster store's denials are not kept
 //! in the limiter's deny cache ([`slidegate::Store::releases_charges`]).
@@ -54,6 +55,11 @@ pub(crate) async fn check_all(
         let parts: Vec<Vec<Dimension<'_>>> =
             parts.iter().map(|part| part.iter().map(|(rule, key)| (rule, key.as_str())).collect()).collect();
         let reserved = reserve(&store, &parts, cost).await;
+        // Released before the answer: a caller's next check sees the state
+        // its denial left (the conformance suite's sequential checks do).
+        for (index, reply) in &reserved.release {
+            release(&store, &parts[*index], reply, cost).await;
+        }
         let decided = reserved.result.map(|replies| {
             let mut decisions = vec![None; count];
             for (group, reply) in groups.iter().zip(replies) {
@@ -63,18 +69,15 @@ pub(crate) async fn check_all(
             }
             MultiDecision::from_decisions(decisions.into_iter().flatten().collect())
         });
-        // The answer first: a denial does not wait for its releases.
-        let mut release_all = reserved.release;
         if let Err(Ok(unwanted)) = answer.send(decided)
             && unwanted.allowed
         {
             // The caller gave up after every slot admitted: the request was
             // answered otherwise (by the failure policy), so it must not
             // stay charged.
-            release_all = reserved.charged;
-        }
-        for (index, reply) in release_all {
-            release(&store, &parts[index], &reply, cost).await;
+            for (index, reply) in &reserved.charged {
+                release(&store, &parts[*index], reply, cost).await;
+            }
         }
     });
     answered.await.unwrap_or_else(|_| {
