@@ -7,6 +7,8 @@ use std::sync::{Mutex, OnceLock};
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
+pub mod cluster;
+
 use slidegate::ManualClock;
 use slidegate_redis::RedisStore;
 use slidegate_testkit::RedisServer;

@@ -305,108 +305,21 @@ fn parse_rate(text: &str) -> Result<f64, String> {
 const MAX_CHECK_WAIT: Duration = Duration::from_secs(10);
 
 fn parse_deadline(text: &str) -> Result<Duration, String> {
-    let duration = parse_duration(text)?;
-    if duration.is_zero() || duration > MAX_CHECK_WAIT {
-        return Err(format!(
-            "must be more than 0 and at most {}",
-            humantime::format_duration(MAX_CHECK_WAIT)
-        ));
-    }
-    Ok(duration)
+    parse_up_to(text, MAX_CHECK_WAIT)
 }
 
 fn parse_bench_duration(text: &str) -> Result<Duration, String> {
+    parse_up_to(text, MAX_BENCH_DURATION)
+}
+
+/// A duration more than 0 and at most `max`.
+fn parse_up_to(text: &str, max: Duration) -> Result<Duration, String> {
     let duration = parse_duration(text)?;
-    if duration.is_zero() || duration > MAX_BENCH_DURATION {
-        return Err(format!(
-            "must be more than 0 and at most {}",
-            humantime::format_duration(MAX_BENCH_DURATION)
-        ));
+    if duration.is_zero() || duration > max {
+        return Err(format!("must be more than 0 and at most {}", humantime::format_duration(max)));
     }
     Ok(duration)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn clap_definition_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn bench_needs_exactly_one_bound() {
-        let base = ["slidegate", "bench", "--limit", "5", "--window", "1s"];
-        assert!(Cli::try_parse_from(base).is_err());
-        let both = [&base[..], &["--requests", "10", "--duration", "1s"]].concat();
-        assert!(Cli::try_parse_from(both).is_err());
-        let long = [&base[..], &["--duration", "11m"]].concat();
-        assert!(Cli::try_parse_from(long).is_err());
-        let ok = [&base[..], &["--requests", "10"]].concat();
-        assert!(Cli::try_parse_from(ok).is_ok());
-    }
-
-    #[test]
-    fn bench_limiter_flags() {
-        let base = ["slidegate", "bench", "--limit", "5", "--window", "1s", "--requests", "10"];
-        let bench = |extra: &[&str]| {
-            let cli = Cli::try_parse_from([&base[..], extra].concat())?;
-            let Command::Bench(args) = cli.command else { panic!("not bench") };
-            Ok::<_, clap::Error>(args)
-        };
-        let args = bench(&[]).unwrap();
-        assert_eq!((args.policy, args.deadline, args.cost), (FailurePolicy::Fallback, None, 1));
-        assert!(!args.no_deny_cache && !args.no_breaker && args.prefix.is_none());
-        let args = bench(&["--policy", "fail-closed", "--deadline", "5s", "--no-deny-cache", "--no-breaker"])
-            .unwrap();
-        assert_eq!((args.policy, args.deadline), (FailurePolicy::FailClosed, Some(Duration::from_secs(5))));
-        assert!(args.no_deny_cache && args.no_breaker);
-        let err = bench(&["--policy", "sometimes"]).unwrap_err().to_string();
-        assert!(err.contains("fail-open"), "{err}");
-        let err = bench(&["--prefix", "a b"]).unwrap_err().to_string();
-        assert!(err.contains("whitespace"), "{err}");
-    }
-
-    #[test]
-    fn numbers_are_bounded() {
-        let base = ["slidegate", "bench", "--limit", "5", "--window", "1s", "--requests", "10"];
-        let parse = |extra: &[&str]| Cli::try_parse_from([&base[..], extra].concat());
-        let Command::Bench(args) = parse(&["--rate", "2500.5", "--threads", "1"]).unwrap().command else {
-            panic!("not bench")
-        };
-        assert_eq!((args.rate, args.threads), (Some(2500.5), Some(1)));
-        for bad in [
-            &["--rate", "0"][..],
-            &["--rate", "-3"],
-            &["--rate", "NaN"],
-            &["--rate", "fast"],
-            &["--threads", "0"],
-            &["--requests", "0"],
-            &["--concurrency", "0"],
-            &["--concurrency", "1025"],
-            &["--keys", "0"],
-            &["--deadline", "0s"],
-            &["--deadline", "1h"],
-            &["--timeout", "11s"],
-        ] {
-            assert!(parse(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn deadline_help_names_the_library_default() {
-        let help = Cli::command().find_subcommand_mut("bench").unwrap().render_long_help().to_string();
-        let default = format!("default: {}", humantime::format_duration(slidegate::DEFAULT_DEADLINE));
-        assert!(help.contains(&default), "{help}");
-    }
-
-    #[test]
-    fn simulate_needs_no_arguments() {
-        let cli = Cli::try_parse_from(["slidegate", "simulate"]).unwrap();
-        let Command::Simulate(args) = cli.command else { panic!("not simulate") };
-        assert_eq!(args.pattern, PatternArg::All);
-        assert_eq!(args.window, Duration::from_secs(60));
-    }
-}
+mod tests;
