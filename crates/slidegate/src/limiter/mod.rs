@@ -127,7 +127,7 @@ impl<S: Store> Limiter<S> {
     ///
     /// # Errors
     ///
-    /// Invalid input only ([`InvalidKey`](ErrorKind::InvalidKey) for an empty
+    /// Invalid input only ([`InvalidKey`](crate::ErrorKind::InvalidKey) for an empty
     /// key). Over the limit is `Ok` with a denied [`Decision`]; a failing
     /// store is answered by the failure policy.
     pub async fn check(&self, rule: &Rule, key: &str) -> Result<Decision, Error> {
@@ -139,7 +139,7 @@ impl<S: Store> Limiter<S> {
     /// # Errors
     ///
     /// As [`check`](Self::check), plus
-    /// [`InvalidCost`](ErrorKind::InvalidCost) when `cost` is 0 or above the
+    /// [`InvalidCost`](crate::ErrorKind::InvalidCost) when `cost` is 0 or above the
     /// rule's configured limit. (A cost above an adaptively lowered limit is
     /// a denial, see [`crate::adaptive`].)
     pub async fn check_n(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
