@@ -85,12 +85,7 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
     assert!(admitted >= 40, "and close to it ({admitted}): reservations are released");
     // No leaked charge: the global log holds exactly the admitted requests,
     // and so do the per-user logs together.
-    let mut conn = redis::cluster::ClusterClient::new(cluster.node_urls())
-        .expect("client")
-        .get_async_connection()
-        .await
-        .expect("connect");
-    // (Releases follow the answers: wait for them.)
+    let mut conn = support::cluster::inspect(&cluster).await;
     let global_key = slidegate_redis::state_key(store.prefix(), &global, "api").expect("key");
     let user_keys: Vec<String> = users
         .iter()

@@ -43,11 +43,7 @@ async fn a_cross_slot_check_abandoned_at_the_deadline_leaves_no_charge() {
 
     // Both slots admitted once the frozen one answered; nobody wanted the
     // answer any more, so both were released.
-    let mut conn = redis::cluster::ClusterClient::new(cluster.node_urls())
-        .expect("client")
-        .get_async_connection()
-        .await
-        .expect("connect");
+    let mut conn = support::cluster::inspect(&cluster).await;
     let global_key = slidegate_redis::state_key(store.prefix(), &global, "api").expect("key");
     let user_key = slidegate_redis::state_key(store.prefix(), &per_user, &user).expect("key");
     let started = Instant::now();

@@ -30,3 +30,9 @@ pub fn slot_of(cluster: &RedisCluster, identity: &str) -> u16 {
     let reply = cluster.nodes()[0].command(&format!("CLUSTER KEYSLOT {{{identity}}}")).expect("KEYSLOT");
     reply.trim_start_matches(':').trim().parse().expect("a slot number")
 }
+
+/// A plain cluster connection, for inspecting what the store wrote.
+pub async fn inspect(cluster: &RedisCluster) -> redis::cluster_async::ClusterConnection {
+    let client = redis::cluster::ClusterClient::new(cluster.node_urls()).expect("client");
+    client.get_async_connection().await.expect("connect")
+}
