@@ -54,13 +54,20 @@ pub(crate) async fn check_all(
     tokio::spawn(async move {
         let parts: Vec<Vec<Dimension<'_>>> =
             parts.iter().map(|part| part.iter().map(|(rule, key)| (rule, key.as_str())).collect()).collect();
-        let reserved = reserve(&store, &parts, cost).await;
+        let (result, charged) = reserve(&store, &parts, cost).await;
+        // Admitted when every part was charged.
+        let admitted = result.as_ref().is_ok_and(|replies| charged.len() == replies.len());
+        let release_charged = async || {
+            for (index, reply) in &charged {
+                release(&store, &parts[*index], reply, cost).await;
+            }
+        };
         // Released before the answer: a caller's next check sees the state
         // its denial left (the conformance suite's sequential checks do).
-        for (index, reply) in &reserved.release {
-            release(&store, &parts[*index], reply, cost).await;
+        if !admitted {
+            release_charged().await;
         }
-        let decided = reserved.result.map(|replies| {
+        let decided = result.map(|replies| {
             let mut decisions = vec![None; count];
             for (group, reply) in groups.iter().zip(replies) {
                 for (&i, decision) in group.iter().zip(reply.decisions) {
@@ -75,9 +82,7 @@ pub(crate) async fn check_all(
             // The caller gave up after every slot admitted: the request was
             // answered otherwise (by the failure policy), so it must not
             // stay charged.
-            for (index, reply) in &reserved.charged {
-                release(&store, &parts[*index], reply, cost).await;
-            }
+            release_charged().await;
         }
     });
     answered.await.unwrap_or_else(|_| {
@@ -85,29 +90,22 @@ pub(crate) async fn check_all(
     })
 }
 
-/// What reserving the parts gave.
-struct Reserved {
-    /// The replies in part order, or the first failure.
-    result: Result<Vec<GeneralReply>, Error>,
-    /// The charged parts (index, reply) to release: all of them unless
-    /// every part admitted.
-    release: Vec<(usize, GeneralReply)>,
-    /// Every charged part, for releasing an admission nobody waits for.
-    charged: Vec<(usize, GeneralReply)>,
-}
-
-/// Reserves every part (one slot's dimensions each) concurrently; unless
-/// every one admitted, the charged ones are to be released (their
-/// decisions already show the room they give back).
-async fn reserve(store: &RedisStore, parts: &[Vec<Dimension<'_>>], cost: u32) -> Reserved {
-    let none = |result| Reserved { result, release: Vec::new(), charged: Vec::new() };
+/// Reserves every part (one slot's dimensions each) concurrently. Returns
+/// the replies in part order (or the first failure) and the charged parts
+/// (index, reply): all of them when every part admitted; otherwise those
+/// to release, whose decisions already show the room they give back.
+async fn reserve(
+    store: &RedisStore,
+    parts: &[Vec<Dimension<'_>>],
+    cost: u32,
+) -> (Result<Vec<GeneralReply>, Error>, Vec<(usize, GeneralReply)>) {
     let now = store.now_arg();
     let mut calls = Vec::with_capacity(parts.len());
     for part in parts {
         match commands::general(store.scripts(), store.prefix(), part, cost, &now, store.uses_field_ttl()) {
             Ok(call) => calls.push(call),
             // Nothing sent yet: nothing to release.
-            Err(error) => return none(Err(error)),
+            Err(error) => return (Err(error), Vec::new()),
         }
     }
     let replies = join_all(calls.iter().map(|call| store.send(call))).await;
@@ -133,11 +131,7 @@ async fn reserve(store: &RedisStore, parts: &[Vec<Dimension<'_>>], cost: u32) ->
         })
         .collect();
     if failure.is_none() && charged.len() == parts.len() {
-        return Reserved {
-            result: Ok(decoded.into_iter().flatten().collect()),
-            release: Vec::new(),
-            charged,
-        };
+        return (Ok(decoded.into_iter().flatten().collect()), charged);
     }
     for &(i, _) in &charged {
         if let Some(reply) = &mut decoded[i] {
@@ -150,7 +144,7 @@ async fn reserve(store: &RedisStore, parts: &[Vec<Dimension<'_>>], cost: u32) ->
         Some(error) => Err(error),
         None => Ok(decoded.into_iter().flatten().collect()),
     };
-    Reserved { result, release: charged.clone(), charged }
+    (result, charged)
 }
 
 /// Releases one slot's reservation, once: an answer that came back (or

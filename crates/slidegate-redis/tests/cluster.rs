@@ -6,7 +6,6 @@ mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use slidegate::{Algorithm, Rule, Store};
@@ -91,22 +90,13 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
         .iter()
         .map(|user| slidegate_redis::state_key(store.prefix(), &per_user, user).expect("key"))
         .collect();
-    let started = Instant::now();
-    loop {
-        let global_count = support::log_entries(&mut conn, &global_key).await;
-        let mut per_user_total = 0;
-        for key in &user_keys {
-            per_user_total += support::log_entries(&mut conn, key).await;
-        }
-        if (global_count, per_user_total) == (admitted, admitted) {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "released reservations left charges behind: global {global_count}, users {per_user_total}, admitted {admitted}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let global_count = support::log_entries(&mut conn, &global_key).await;
+    assert_eq!(global_count, admitted);
+    let mut per_user_total = 0;
+    for key in &user_keys {
+        per_user_total += support::log_entries(&mut conn, key).await;
     }
+    assert_eq!(per_user_total, admitted, "released reservations leave nothing behind");
 
     // Regression: every request in one millisecond (a frozen client clock),
     // so releases take back entries of the very time that later requests
@@ -146,14 +136,11 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
         let admitted = admitted.load(Ordering::Relaxed);
         assert!(admitted <= u64::from(global_limit.min(80)), "{admitted}");
         let key = slidegate_redis::state_key(same_ms.prefix(), &global, "api").expect("key");
-        let started = Instant::now();
-        while support::log_entries(&mut conn, &key).await != admitted {
-            assert!(
-                started.elapsed() < Duration::from_secs(5),
-                "limit {global_limit}: every admitted request counted, none lost, none left ({admitted} admitted)"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        assert_eq!(
+            support::log_entries(&mut conn, &key).await,
+            admitted,
+            "limit {global_limit}: every admitted request counted, none lost, none left"
+        );
     }
     // The same with a GCRA global budget. GCRA is not additive, so a
     // reservation is taken back only if nothing touched the key since;
@@ -171,17 +158,9 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
         .expect("connect");
     let per_user_2 = rule(2, 600_000, Algorithm::SlidingLog).named("user").expect("name");
     let admitted = Arc::new(AtomicU64::new(0));
-    let released_before = support::counter("slidegate_cross_slot_releases_total");
-    let releases = Arc::new(AtomicU64::new(0));
     let tasks = (0..64).map(|t| {
-        let (store, global, per_user, users, admitted, releases) = (
-            gcra.clone(),
-            global.clone(),
-            per_user_2.clone(),
-            users.clone(),
-            Arc::clone(&admitted),
-            Arc::clone(&releases),
-        );
+        let (store, global, per_user, users, admitted) =
+            (gcra.clone(), global.clone(), per_user_2.clone(), users.clone(), Arc::clone(&admitted));
         tokio::spawn(async move {
             for i in 0..8 {
                 let user = &users[(t * 5 + i) % users.len()];
@@ -189,21 +168,12 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
                     store.check_all(&[(&global, "api"), (&per_user, user)], 1).await.expect("check_all");
                 if multi.allowed {
                     admitted.fetch_add(1, Ordering::Relaxed);
-                } else if multi.decisions.iter().any(|d| d.allowed) {
-                    // One slot was charged: its release follows.
-                    releases.fetch_add(1, Ordering::Relaxed);
                 }
             }
         })
     });
     for task in join_all(tasks).await {
         task.expect("task");
-    }
-    let releases = releases.load(Ordering::Relaxed);
-    let started = Instant::now();
-    while support::counter("slidegate_cross_slot_releases_total") < released_before + releases {
-        assert!(started.elapsed() < Duration::from_secs(5), "{releases} releases not answered");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let admitted = admitted.load(Ordering::Relaxed);
     assert!((1..=40).contains(&admitted), "20 users, 2 each: {admitted}");
