@@ -1,10 +1,10 @@
 //! The embedded in-memory store.
 
 use std::fmt;
-use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 mod entry;
+mod key;
 
 use entry::Entry;
 use hashbrown::HashTable;
@@ -14,6 +14,7 @@ use crate::{
     Clock, Decision, Dimension, Error, ErrorKind, MultiDecision, Rule, Store, SystemClock, encode_identity,
     validate_cost, validate_dimensions,
 };
+use key::Key;
 
 /// Default [`MemoryStoreBuilder::max_keys`].
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
@@ -25,7 +26,7 @@ const SWEEP_EVERY: u32 = 4096;
 /// check, picks the shard (bits 32..) and the slot in its table.
 #[derive(Default)]
 struct Shard {
-    map: HashTable<(Box<str>, Entry)>,
+    map: HashTable<(Key, Entry)>,
     ops: u32,
 }
 
@@ -185,26 +186,20 @@ impl MemoryStore {
     /// Invalid key or cost, or [`ErrorKind::CapacityExhausted`].
     pub fn check_sync(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         validate_cost(rule, cost)?;
-        // The key is built in this thread's buffer: no allocation unless
-        // the key is new to the store.
-        // The clock is user code: read it before the buffer is borrowed.
+        let identity = encode_identity(key)?;
         let now = self.inner.clock.now_ms();
-        MAP_KEY.with_borrow_mut(|map_key| {
-            map_key.clear();
-            write_map_key(rule, key, map_key)?;
-            let hash = self.hash(map_key);
-            let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
-            shard.ops = shard.ops.wrapping_add(1);
-            if shard.ops.is_multiple_of(SWEEP_EVERY) {
-                shard.sweep(now);
-            }
-            let entry = self.entry(&mut shard, map_key, hash, rule, now)?;
-            if rule.penalty().is_none() {
-                return Ok(entry.check(rule, now, cost));
-            }
-            let peeked = entry.peek(rule, now, cost);
-            Ok(entry.finish(rule, now, cost, peeked, true))
-        })
+        let hash = self.hash(rule, &identity);
+        let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
+        shard.ops = shard.ops.wrapping_add(1);
+        if shard.ops.is_multiple_of(SWEEP_EVERY) {
+            shard.sweep(now);
+        }
+        let entry = self.entry(&mut shard, &identity, hash, rule, now)?;
+        if rule.penalty().is_none() {
+            return Ok(entry.check(rule, now, cost));
+        }
+        let peeked = entry.peek(rule, now, cost);
+        Ok(entry.finish(rule, now, cost, peeked, true))
     }
 
     /// Decides a multi-dimension check synchronously; [`Store::check_all`]
@@ -219,9 +214,9 @@ impl MemoryStore {
         validate_dimensions(dimensions, cost)?;
         let mut keys = Vec::with_capacity(dimensions.len());
         for (rule, key) in dimensions {
-            let map_key = map_key(rule, key)?;
-            let hash = self.hash(&map_key);
-            keys.push((map_key, hash, self.shard_of(hash)));
+            let identity = encode_identity(key)?;
+            let hash = self.hash(rule, &identity);
+            keys.push((identity, hash, self.shard_of(hash)));
         }
         let mut order: Vec<usize> = keys.iter().map(|(_, _, shard)| *shard).collect();
         order.sort_unstable();
@@ -230,21 +225,22 @@ impl MemoryStore {
             order.iter().map(|&i| (i, lock(&self.inner.shards[i]))).collect();
         let now = self.inner.clock.now_ms();
         let mut peeked = Vec::with_capacity(dimensions.len());
-        for ((rule, _), (map_key, hash, shard)) in dimensions.iter().zip(&keys) {
-            let entry = self.entry(guard_of(&mut guards, *shard), map_key, *hash, rule, now)?;
+        for ((rule, _), (identity, hash, shard)) in dimensions.iter().zip(&keys) {
+            let entry = self.entry(guard_of(&mut guards, *shard), identity, *hash, rule, now)?;
             peeked.push(entry.peek(rule, now, cost));
         }
         let charge = peeked.iter().all(|d| d.allowed);
         let mut decisions = Vec::with_capacity(dimensions.len());
-        for (((rule, _), (map_key, hash, shard)), peek) in dimensions.iter().zip(&keys).zip(peeked) {
-            let entry = self.entry(guard_of(&mut guards, *shard), map_key, *hash, rule, now)?;
+        for (((rule, _), (identity, hash, shard)), peek) in dimensions.iter().zip(&keys).zip(peeked) {
+            let entry = self.entry(guard_of(&mut guards, *shard), identity, *hash, rule, now)?;
             decisions.push(entry.finish(rule, now, cost, peek, charge));
         }
         Ok(MultiDecision::from_decisions(decisions))
     }
 
-    fn hash(&self, map_key: &str) -> u64 {
-        self.inner.hasher.hash_one(map_key)
+    /// The hash of `rule`'s key for `identity` (an encoded identity).
+    fn hash(&self, rule: &Rule, identity: &str) -> u64 {
+        key::hash(&self.inner.hasher, rule.state_prefix(), identity.as_bytes())
     }
 
     /// The shard of a key hash: bits 32.. (a table slot is picked by the
@@ -253,18 +249,20 @@ impl MemoryStore {
         ((hash >> 32) as usize) & (self.inner.shards.len() - 1)
     }
 
-    /// The entry of `map_key` (hashing to `hash`) in `shard`, created if the
-    /// store has room. One lookup when the key is there.
+    /// The entry of `rule`'s key for `identity` (hashing to `hash`) in
+    /// `shard`, created if the store has room. One lookup when the key is
+    /// there.
     fn entry<'s>(
         &self,
         shard: &'s mut Shard,
-        map_key: &str,
+        identity: &str,
         hash: u64,
         rule: &Rule,
         now: u64,
     ) -> Result<&'s mut Entry, Error> {
-        let rehash = |(key, _): &(Box<str>, Entry)| self.hash(key);
-        let table = match shard.map.entry(hash, |(key, _)| **key == *map_key, rehash) {
+        let rehash = |(key, _): &(Key, Entry)| key.hash(&self.inner.hasher);
+        let prefix = rule.state_prefix();
+        let table = match shard.map.entry(hash, |(key, _)| key.is(prefix, identity), rehash) {
             Slot::Occupied(found) => return Ok(&mut found.into_mut().1),
             Slot::Vacant(vacant) => vacant.into_table(),
         };
@@ -277,7 +275,10 @@ impl MemoryStore {
                 ));
             }
         }
-        Ok(&mut table.insert_unique(hash, (map_key.into(), Entry::new(rule)), rehash).into_mut().1)
+        Ok(&mut table
+            .insert_unique(hash, (Key::new(prefix, identity), Entry::new(rule)), rehash)
+            .into_mut()
+            .1)
     }
 }
 
@@ -286,27 +287,6 @@ impl MemoryStore {
 fn guard_of<'g, 'm>(guards: &'g mut [(usize, MutexGuard<'m, Shard>)], index: usize) -> &'g mut Shard {
     let at = guards.iter().position(|(i, _)| *i == index).unwrap_or_default();
     &mut guards[at].1
-}
-
-/// `<rule state name>:<state part>:<identity>`: the key of one rule's state
-/// for one identity.
-fn map_key(rule: &Rule, key: &str) -> Result<String, Error> {
-    let mut map_key = String::new();
-    write_map_key(rule, key, &mut map_key)?;
-    Ok(map_key)
-}
-
-/// Appends [`map_key`] to `out`.
-fn write_map_key(rule: &Rule, key: &str, out: &mut String) -> Result<(), Error> {
-    let identity = encode_identity(key)?;
-    rule.write_state_prefix(out);
-    out.push_str(&identity);
-    Ok(())
-}
-
-thread_local! {
-    /// The buffer [`MemoryStore::check_sync`] builds keys in.
-    static MAP_KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 /// A poisoned shard only means another thread panicked mid-check; the state

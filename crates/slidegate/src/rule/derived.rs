@@ -12,8 +12,9 @@ pub(super) struct Derived(std::sync::OnceLock<DerivedStrings>);
 #[derive(Debug, Clone)]
 pub(super) struct DerivedStrings {
     pub(super) state_name: std::sync::Arc<str>,
-    /// `<state name>:<state part>:`.
-    pub(super) state_prefix: Box<str>,
+    /// `<state name>:<state part>:`; shared, so the memory store's keys
+    /// can hold it without a copy each.
+    pub(super) state_prefix: std::sync::Arc<str>,
 }
 
 impl Derived {

@@ -327,9 +327,9 @@ impl Rule {
         Rule { limit, ..self.clone() }
     }
 
-    /// Appends `<state name>:<state part>:` to `out` (built once per rule).
-    pub(crate) fn write_state_prefix(&self, out: &mut String) {
-        out.push_str(&self.derived().state_prefix);
+    /// `<state name>:<state part>:` (built once per rule, shared by its clones).
+    pub(crate) fn state_prefix(&self) -> &std::sync::Arc<str> {
+        &self.derived().state_prefix
     }
 
     /// Appends [`Rule::state_part`] to `out`: the one place it is spelled.

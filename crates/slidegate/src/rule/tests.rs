@@ -90,11 +90,7 @@ fn cached_strings_follow_the_rule() {
     assert_eq!(&*named.clone().named("web").unwrap().state_label(), "web");
     assert_eq!(&*rule.scaled(nz(3)).state_label(), "7-1000", "a scaled rule keeps its state name");
     assert_eq!(rule, Rule::per_second(nz(7)), "the cache takes no part in equality");
-    let prefix = |rule: &Rule| {
-        let mut out = String::new();
-        rule.write_state_prefix(&mut out);
-        out
-    };
+    let prefix = |rule: &Rule| rule.state_prefix().to_string();
     assert_eq!(prefix(&rule), "7-1000:log:");
     let counter = rule.with_algorithm(Algorithm::SLIDING_COUNTER).unwrap();
     assert_eq!(prefix(&counter), "7-1000:c10w1000:", "a new algorithm resets the cached prefix");
@@ -113,7 +109,5 @@ fn state_names_and_parts_spell_numbers_in_decimal() {
     let fixed =
         Rule::new(1, Duration::from_millis(1)).unwrap().with_algorithm(Algorithm::FixedWindow).unwrap();
     assert_eq!(fixed.state_part(), "f1");
-    let mut prefix = String::new();
-    fixed.write_state_prefix(&mut prefix);
-    assert_eq!(prefix, "1-1:f1:");
+    assert_eq!(&**fixed.state_prefix(), "1-1:f1:");
 }
