@@ -11,7 +11,7 @@ do
   local now
   if ARGV[2] == '' then
     local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    now = t[1] * 1000 + math.floor(t[2] / 1000)
   else
     now = tonumber(ARGV[2])
   end

@@ -23,7 +23,7 @@ local server_clock = ARGV[1] == ''
 local now
 if server_clock then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
 else
   now = tonumber(ARGV[1])
 end

@@ -26,7 +26,7 @@ local function now_ms(arg)
     return tonumber(arg)
   end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
 local function nonneg(x)
