@@ -5,7 +5,8 @@ usage: bench_report.py RUN_DIR BENCHMARKS.md CHART.svg
 
 RUN_DIR holds what scripts/bench wrote: one `slidegate bench --json`
 object per run (NAME.json), the command each run executed (commands.tsv),
-criterion.txt, ceiling-{1,2,3}.txt, redis-version.txt.
+criterion.txt, ceiling-{1,2,3}.txt, redis-version.txt, and, when valgrind
+was there, script-cost.json (scripts/script_cost).
 Every ratio is between figures of that one run.
 """
 
@@ -105,6 +106,20 @@ for name, algo, bound in (("sliding log", "log", 1.0), ("sliding counter", "coun
            f"{median(usec_of[algo]):.2f} µs ({rounds(usec_of[algo], us)})",
            f"naive {median(usec_of['naive']):.2f} µs ({rounds(usec_of['naive'], us)})",
            median(usec_of[algo]) / median(usec_of["naive"]), "<=", bound)
+# Instructions per decision (callgrind; one JSON object per line), if measured.
+cost_file = os.path.join(run_dir, "script-cost.json")
+if os.path.exists(cost_file):
+    cost = {c["name"]: c for c in (json.loads(line) for line in open(cost_file) if line.strip())}
+    naive_ins = cost["naive"]["instructions_per_check"]
+
+    def ins(name):
+        c = cost[name]
+        return f"{name} {c['instructions_per_check'] / 1000:.1f}k ({c['instructions_per_check'] / naive_ins:.2f}×)"
+
+    rows.append((1, "for comparison: Redis instructions per decision (callgrind, `scripts/script_cost`; "
+                 f"batched: {cost['log']['checks_per_call']:.1f} checks per call; single: auto-batching off)",
+                 "; ".join(ins(n) for n in ("log", "counter", "log-single", "counter-single")),
+                 f"naive {naive_ins / 1000:.1f}k", "not a target", None))
 rows.append(("1, 2", "for comparison: sliding log with auto-batching off (`--no-auto-batch`), CPU per decision; "
              "throughput at 64 tasks",
              f"{median(usec_of['lognb']):.2f} µs ({rounds(usec_of['lognb'], us)}); "
