@@ -5,7 +5,8 @@ usage: bench_report.py RUN_DIR BENCHMARKS.md CHART.svg
 
 RUN_DIR holds what scripts/bench wrote: one `slidegate bench --json`
 object per run (NAME.json), the command each run executed (commands.tsv),
-criterion.txt, ceiling-{1,2,3}.txt, redis-version.txt, and, when valgrind
+criterion.txt, ceiling-{1,2,3}.txt, redis-version.txt, rustc-version.txt,
+elapsed-seconds.txt, and, when valgrind
 was there, script-cost.json (scripts/script_cost).
 Every ratio is between figures of that one run.
 """
@@ -172,10 +173,24 @@ server = (f"; during the first run, Redis's own time per script call (INFO laten
 lower = "; ".join(f"at {share} % of the peak ({r['offered_per_sec']:,.0f}/s) {r['latency_us']['p99']} µs"
                   for share, r in latency_shares.items())
 lower999 = "; ".join(f"at {share} %: {r['latency_us']['p999']} µs" for share, r in latency_shares.items())
+
+
+def load_of(runs):
+    """The server's busy share and checks per script call over runs made with --redis-stats."""
+    stats = [r["redis"] for r in runs if r.get("redis") and r["redis"].get("usec_per_check")]
+    if not stats or "server_cpu_share" not in stats[0]:
+        return ""
+    busy = median([s["server_cpu_share"] for s in stats])
+    per_call = median([s["usec_per_call"] / s["usec_per_check"] for s in stats])
+    return f"server busy {100 * busy:.0f} % of its core, {per_call:.1f} checks per script call"
+
+
+open_load, closed_load = load_of(latency_rounds), load_of(cpu["log"])
+server_load = f"; {open_load} (closed loop at 64 tasks: {closed_load})" if open_load and closed_load else ""
 rows.append((7, f"open loop at {latency['offered_per_sec']:,.0f}/s (half the log's peak): p99, median of 3 runs",
              f"{p99} µs ({rounds(p99s, '{}')})",
              f"log {lower}; same schedule: one PING per check (a round trip each, no script) {ping['p99']} µs"
-             f"{ping_short}, memory store {floor['p99']} µs{server}{stalls}"
+             f"{ping_short}, memory store {floor['p99']} µs{server_load}{server}{stalls}"
              f"{competition}", "≤ 1000 µs", p99 <= 1000))
 rows.append((7, "same runs: p99.9, median", f"{p999} µs ({rounds(p999s, '{}')})",
              f"log {lower999}; PING: {ping['p999']} µs; memory store: {floor['p999']} µs",
@@ -222,15 +237,28 @@ with open(svg_path, "w") as f:
 
 redis_version = read("redis-version.txt").split()[2]
 today = datetime.date.today().isoformat()
+cores = os.cpu_count()
+
+
+def optional(name, default):
+    path = os.path.join(run_dir, name)
+    return read(name).strip() if os.path.exists(path) else default
+
+
+rustc = " ".join(optional("rustc-version.txt", "rustc").split()[:2])
+seconds = optional("elapsed-seconds.txt", "")
+elapsed = f"{int(seconds) // 60} min {int(seconds) % 60} s" if seconds.isdigit() else "(not recorded)"
 md = [
     "# Benchmarks",
     "",
     "Every figure here comes from one run of `scripts/bench` (which also wrote this",
-    f"file), on {today}: 2 cores, Debian bookworm, Redis {redis_version.removeprefix('v=')} on loopback,",
-    "Rust 1.95, release build. Redis runs pinned to one core (`taskset`), every load",
-    "generator (`slidegate bench` with one runtime thread, `redis-benchmark`) on the",
-    "other. Figures from different runs are not comparable (this machine's run-to-run",
+    f"file), on {today}: {cores} cores, Redis {redis_version.removeprefix('v=')} on loopback, {rustc},",
+    f"release build; the run took {elapsed}. Redis runs pinned to one core (`taskset`), every load",
+    "generator (`slidegate bench` with one runtime thread per remaining core, `redis-benchmark`)",
+    "on the others. Figures from different runs are not comparable (this machine's run-to-run",
     "noise is ±15–20 %); ratios within one run are. Raw JSON: `target/bench-run/`.",
+    "The correctness tests (conformance, properties, concurrency, faults) run in CI",
+    "(`.ci/run`), not here.",
     "",
     "## Targets",
     "",
@@ -251,8 +279,8 @@ md += [
     "(`redis://127.0.0.1:<free port>/`), emptied before each run; `taskset` pins the",
     "client to the cores Redis does not use. Each command is the one the run executed.",
     "",
-    "| run | command | decisions/s | p50 | p99 | p99.9 | µs/check | µs/call | B/key |",
-    "|---|---|---|---|---|---|---|---|---|",
+    "| run | command | decisions/s | p50 | p99 | p99.9 | µs/check | µs/call | server busy | B/key |",
+    "|---|---|---|---|---|---|---|---|---|---|",
 ]
 with open(os.path.join(run_dir, "commands.tsv")) as f:
     executed = dict(line.rstrip("\n").split("\t", 1) for line in f if "\t" in line)
@@ -270,8 +298,9 @@ for name, command in commands.items():
     per_check = f"{stats['usec_per_check']:.2f}" if stats.get("evalsha_calls") else ""
     per_call = f"{stats['usec_per_call']:.2f}" if stats.get("evalsha_calls") else ""
     per_key = f"{stats['memory_per_key']:.0f}" if stats.get("keys_sampled") else ""
+    busy = f"{100 * stats['server_cpu_share']:.0f} %" if "server_cpu_share" in stats else ""
     md.append(f"| {name} | `{command}` | {dps(r):,.0f} | {lat['p50']} µs | {lat['p99']} µs | {lat['p999']} µs "
-              f"| {per_check} | {per_call} | {per_key} |")
+              f"| {per_check} | {per_call} | {busy} | {per_key} |")
 md += [
     "",
     "Concurrency sweep (2 s per point, the chart above):",

@@ -157,11 +157,13 @@ impl BenchReport {
         if let Some(redis) = &self.redis {
             let _ = writeln!(
                 out,
-                "  {:<13} {:.2} µs per check, {:.2} µs per EVALSHA ({} calls); {:.0} bytes per key ({} keys sampled)",
+                "  {:<13} {:.2} µs per check, {:.2} µs per EVALSHA ({} calls); server busy {:.0} % of a core; \
+                 {:.0} bytes per key ({} keys sampled)",
                 "redis side",
                 redis.usec_per_check,
                 redis.usec_per_call,
                 redis.evalsha_calls,
+                redis.server_cpu_share * 100.0,
                 redis.memory_per_key,
                 redis.keys_sampled
             );

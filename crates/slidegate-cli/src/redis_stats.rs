@@ -1,6 +1,8 @@
 //! Redis-side figures for `slidegate bench`: CPU per script call from
-//! `INFO commandstats` (reset before the run), and `MEMORY USAGE` of a
-//! sample of the keys the run wrote.
+//! `INFO commandstats` (reset before the run), the server's share of a core
+//! from `INFO cpu`, and `MEMORY USAGE` of a sample of the keys the run wrote.
+
+use std::time::Instant;
 
 use redis::AsyncCommands;
 use serde::Serialize;
@@ -16,6 +18,11 @@ pub struct RedisStats {
     /// reached the store: the same as `usec_per_call` unless checks were
     /// auto-batched, several to a call.
     pub usec_per_check: f64,
+    /// The server process's CPU time during the run (`INFO cpu`,
+    /// `used_cpu_user` + `used_cpu_sys`: scripts, parsing, the kernel's
+    /// network work) over the run's wall time, in cores: how close to its
+    /// limit the (single-threaded) server ran.
+    pub server_cpu_share: f64,
     /// Keys whose `MEMORY USAGE` was sampled.
     pub keys_sampled: u64,
     /// Their mean `MEMORY USAGE`, in bytes.
@@ -25,6 +32,8 @@ pub struct RedisStats {
 /// A plain connection for the statistics (standalone servers only).
 pub struct StatsConnection {
     conn: redis::aio::MultiplexedConnection,
+    /// The server's CPU seconds, and when they were read, at the reset.
+    cpu_at_reset: (f64, Instant),
 }
 
 impl StatsConnection {
@@ -36,7 +45,8 @@ impl StatsConnection {
     pub async fn reset(url: &str) -> anyhow::Result<StatsConnection> {
         let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
         let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await?;
-        Ok(StatsConnection { conn })
+        let cpu: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await?;
+        Ok(StatsConnection { conn, cpu_at_reset: (cpu_seconds(&cpu), Instant::now()) })
     }
 
     /// Reads the statistics after the run of `checks` store checks;
@@ -46,6 +56,11 @@ impl StatsConnection {
     ///
     /// When the server cannot be asked.
     pub async fn read(mut self, pattern: &str, sample: usize, checks: u64) -> anyhow::Result<RedisStats> {
+        let cpu: String = redis::cmd("INFO").arg("cpu").query_async(&mut self.conn).await?;
+        let (cpu_before, since) = self.cpu_at_reset;
+        let wall = since.elapsed().as_secs_f64();
+        let server_cpu_share =
+            if wall > 0.0 { (cpu_seconds(&cpu) - cpu_before).max(0.0) / wall } else { 0.0 };
         let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut self.conn).await?;
         let (calls, usec) = evalsha_stats(&info);
         let mut keys = Vec::new();
@@ -74,6 +89,7 @@ impl StatsConnection {
             evalsha_calls: calls,
             usec_per_call: if calls == 0 { 0.0 } else { usec as f64 / calls as f64 },
             usec_per_check: if checks == 0 { 0.0 } else { usec as f64 / checks as f64 },
+            server_cpu_share,
             keys_sampled: sampled,
             memory_per_key: if sampled == 0 { 0.0 } else { total as f64 / sampled as f64 },
         })
@@ -92,8 +108,25 @@ fn evalsha_stats(info: &str) -> (u64, u64) {
     (field("calls").parse().unwrap_or(0), field("usec").parse().unwrap_or(0))
 }
 
+/// `used_cpu_user` + `used_cpu_sys` (seconds) of `INFO cpu`.
+fn cpu_seconds(info: &str) -> f64 {
+    ["used_cpu_user:", "used_cpu_sys:"]
+        .iter()
+        .filter_map(|name| info.lines().find_map(|l| l.strip_prefix(name)))
+        .filter_map(|value| value.trim().parse::<f64>().ok())
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn parses_cpu() {
+        let info =
+            "# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:2.500000\r\nused_cpu_sys_children:9.0\r\n";
+        assert!((super::cpu_seconds(info) - 3.75).abs() < 1e-9);
+        assert_eq!(super::cpu_seconds("# CPU\r\n"), 0.0);
+    }
+
     #[test]
     fn parses_commandstats() {
         let info = "# Commandstats\r\ncmdstat_ping:calls=3,usec=1,usec_per_call=0.33,rejected_calls=0,failed_calls=0\r\n\

@@ -221,6 +221,9 @@ fn naive_baseline_and_redis_side_figures() {
         assert!(redis["usec_per_call"].as_f64().unwrap_or(0.0) > 0.0, "{report}");
         assert_eq!(count(redis, "keys_sampled"), 3, "{report}");
         assert!(redis["memory_per_key"].as_f64().unwrap_or(0.0) > 0.0, "{report}");
+        // CPU seconds over wall seconds of one (single-threaded) server.
+        let share = redis["server_cpu_share"].as_f64().unwrap_or(-1.0);
+        assert!((0.0..=4.0).contains(&share), "{report}");
     }
     let rule = ["--limit", "10", "--window", "1m", "--requests", "10"];
     for baseline in ["naive-zset", "ping"] {
