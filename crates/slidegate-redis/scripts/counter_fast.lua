@@ -6,7 +6,8 @@
 -- computes retry_after (the stale buckets are gone by then).
 --
 -- counter_fast(key, limit, window, cost, now, server_clock, buckets,
--- field_ttl): the reply of an admitted request (as log_fast's), or nil.
+-- field_ttl): the reply of an admitted request (as log_fast's), or nil
+-- (log_fast's last argument, the log's TTL, is not used here).
 
 local function counter_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl)
   local first = math.floor((now - window + 1) * buckets / window)

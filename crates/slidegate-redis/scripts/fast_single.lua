@@ -7,14 +7,16 @@
 -- KEYS and ARGV as in single.lua.
 
 do
-  local limit, window, cost, buckets = struct.unpack('>I4I6I4I2', ARGV[1])
-  local now
-  if ARGV[2] == '' then
+  local check = ARGV[1]
+  local limit, window, cost, buckets, flags = struct.unpack('>I4I6I4I2B', check)
+  local now = ARGV[2]
+  local server_clock = now == nil
+  if server_clock then
     local t = redis.call('TIME')
     now = t[1] * 1000 + math.floor(t[2] / 1000)
   else
-    now = tonumber(ARGV[2])
+    now = tonumber(now)
   end
-  local reply = fast(KEYS[1], limit, window, cost, now, ARGV[2] == '', buckets, ARGV[3] == '1')
+  local reply = fast(KEYS[1], limit, window, cost, now, server_clock, buckets, flags % 2 == 1, string.sub(check, 18))
   if reply then return reply end
 end

@@ -7,28 +7,19 @@
 -- to the shared code, which decides from scratch (fast_single.lua,
 -- multi.lua).
 --
--- log_fast(key, limit, window, cost, now, server_clock) answers an
--- admitted request with one integer, remaining * (2 * window + 2) +
--- reset_after (see single.lua), reset_after being the window (the new entry
--- is the newest), and anything else with nil. The signature is
--- counter_fast's (the extra arguments are ignored): fast_single.lua and
--- multi.lua call either.
+-- log_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl,
+-- ttl) answers an admitted request with one integer, remaining * (2 *
+-- window + 2) + reset_after (see single.lua), reset_after being the window
+-- (the new entry is the newest), and anything else with nil. `ttl` is the
+-- key's TTL, window + SLACK_MS, as decimal text: numbers go to redis.call
+-- as strings, since Redis 7.0 formats a Lua number argument with "%.17g"
+-- (glibc's float printing), and the text comes made — from the client for
+-- a single script, once per window and call in multi.lua — because
+-- string.format here cost ~3,000 instructions per call (callgrind). The
+-- signature is counter_fast's (the arguments one does not use are
+-- ignored): fast_single.lua and multi.lua call either.
 
--- Numbers go to redis.call as strings made here: Redis 7.0 formats a Lua
--- number argument with "%.17g" (glibc's float printing; with strtod for
--- ARGV, a fifth of the script's instructions before this, measured with
--- callgrind). One TTL string per window and call, made when a write needs it.
-local log_ttls = {}
-local function log_ttl(window)
-  local ttl = log_ttls[window]
-  if ttl == nil then
-    ttl = string.format('%d', window + 1000)
-    log_ttls[window] = ttl
-  end
-  return ttl
-end
-
-local function log_fast(key, limit, window, cost, now, server_clock)
+local function log_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, ttl)
   -- 128 = PACKED_MAX, 6 = ENTRY, 2^48 = MAX_TIME, 1000 = SLACK_MS.
   local m = 2 * window + 2
   if limit <= 128 and now >= 0 and now < 281474976710656 and limit * m < 9007199254740992 then
@@ -49,7 +40,7 @@ local function log_fast(key, limit, window, cost, now, server_clock)
         local entry = struct.pack('>I6', now)
         if cost > 1 then entry = string.rep(entry, cost) end
         if first > 0 then s = string.sub(s, first * 6 + 1) end
-        redis.call('SET', key, s .. entry, 'PX', log_ttl(window))
+        redis.call('SET', key, s .. entry, 'PX', ttl)
         return (limit - used - cost) * m + window
       end
     end
@@ -71,7 +62,7 @@ local function log_fast(key, limit, window, cost, now, server_clock)
         else
           redis.call('RPUSH', key, struct.pack('>I6I4I7', now, cost, total + cost))
         end
-        redis.call('PEXPIRE', key, log_ttl(window))
+        redis.call('PEXPIRE', key, ttl)
         return (limit - used - cost) * m + window
       end
     end

@@ -28,6 +28,16 @@ else
   now = tonumber(ARGV[1])
 end
 local field_ttl = ARGV[2] == '1'
+-- The log's key TTL as text (see log_fast.lua), once per window and call.
+local log_ttls = {}
+local function log_ttl(window)
+  local ttl = log_ttls[window]
+  if ttl == nil then
+    ttl = string.format('%d', window + 1000) -- 1000 = SLACK_MS of the prelude
+    log_ttls[window] = ttl
+  end
+  return ttl
+end
 -- The algorithm tables and the prelude's decide, from general() (see
 -- src/scripts.rs) once a check leaves the fast paths.
 local algorithms, decide
@@ -35,7 +45,7 @@ local algorithms, decide
 local function one(key, code, limit, window, cost, buckets)
   local fast = FAST[code]
   if fast then
-    local reply = fast(key, limit, window, cost, now, server_clock, buckets, field_ttl)
+    local reply = fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, code == 1 and log_ttl(window) or nil)
     if reply then return reply end
   end
   if not algorithms then algorithms, decide = general() end

@@ -88,14 +88,29 @@ impl Check {
         })
     }
 
-    /// The call of the algorithm's fast single script (single.lua's ARGV).
+    /// The call of the algorithm's fast single script (single.lua's ARGV):
+    /// one argument on the server's clock (`now` empty), the client's time
+    /// as a second one otherwise.
     pub(crate) fn single<'s>(&self, scripts: &'s Scripts, now: &str, field_ttl: bool) -> Call<'s> {
         let script = scripts.for_algorithm(self.algorithm);
         let mut cmd = scripts::evalsha(script, &[&self.state]);
-        let mut packed = [0; CHECK_LEN];
-        self.pack(&mut packed);
-        cmd.arg(&packed[..]).arg(now).arg(if field_ttl { "1" } else { "0" });
+        cmd.arg(self.single_argument(field_ttl));
+        if !now.is_empty() {
+            cmd.arg(now);
+        }
         Call { script, cmd, shape: Shape::Single }
+    }
+
+    /// single.lua's first argument: the packed check, a flags byte (1: the
+    /// server has per-field hash TTL), then the sliding log's key TTL
+    /// (window + [`SLACK_MS`]) in decimal, which log_fast.lua hands to
+    /// `SET … PX` as it is.
+    fn single_argument(&self, field_ttl: bool) -> Vec<u8> {
+        let mut out = vec![0; CHECK_LEN + 1];
+        self.pack(&mut out[..CHECK_LEN]);
+        out[CHECK_LEN] = u8::from(field_ttl);
+        out.extend_from_slice((self.window_ms + SLACK_MS).to_string().as_bytes());
+        out
     }
 
     /// The check's numbers as the scripts read them, packed big-endian
@@ -114,6 +129,9 @@ impl Check {
 
 /// Bytes of a packed check (see [`Check::pack`]).
 const CHECK_LEN: usize = 16;
+
+/// How long state keys outlive their window: `SLACK_MS` of prelude.lua.
+const SLACK_MS: u64 = 1000;
 
 /// The call deciding `checks` with the multi script (multi.lua), in
 /// order, on one server.
@@ -330,6 +348,18 @@ mod tests {
         assert_eq!(out[4..10], window[10..16]);
         assert_eq!(window[..10], [0; 10], "the window fits in 6 bytes");
         assert_eq!(out[10..16], [0, 0, 0, 1, 0, 1]);
+    }
+
+    /// single.lua's one argument: the packed check, the flags byte, the
+    /// log's TTL as text.
+    #[test]
+    fn the_single_argument_carries_flags_and_the_ttl_text() {
+        let rule = Rule::new(100, Duration::from_secs(60)).expect("rule");
+        let check = Check::new("sg:", &rule, "alice", 1).expect("check");
+        let plain = check.single_argument(false);
+        assert_eq!(plain[..CHECK_LEN], [0, 0, 0, 100, 0, 0, 0, 0, 0xea, 0x60, 0, 0, 0, 1, 0, 1]);
+        assert_eq!(plain[CHECK_LEN..], *b"\x0061000");
+        assert_eq!(check.single_argument(true)[CHECK_LEN], 1);
     }
 
     #[test]
