@@ -45,7 +45,8 @@ local algorithms, decide
 local function one(key, code, limit, window, cost, buckets)
   local fast = FAST[code]
   if fast then
-    local reply = fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, code == 1 and log_ttl(window) or nil)
+    local ttl = code == 1 and log_ttl(window) or nil
+    local reply = fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, ttl)
     if reply then return reply end
   end
   if not algorithms then algorithms, decide = general() end
