@@ -5,8 +5,9 @@
 -- ARGV     [1] the check, packed big-endian (struct '>I4I6I4I2B'): limit,
 --          window_ms, cost (1..=limit, checked by the client), buckets (1
 --          unless a counter), flags (1: the server has per-field hash
---          TTL) — 17 bytes, read without strtod — then the sliding log's
---          key TTL (window_ms + SLACK_MS) as decimal text, for log_fast.lua
+--          TTL) — 17 bytes, read without strtod — then, for the sliding
+--          log, its key TTL (window_ms + SLACK_MS) as decimal text, for
+--          log_fast.lua (nothing for the other algorithms)
 --          [2] now_ms in client-clock mode; absent: the Redis server's TIME
 --          (one argument in the common case: each costs Redis ~1,100
 --          instructions to parse and hand to Lua, callgrind)

@@ -102,14 +102,16 @@ impl Check {
     }
 
     /// single.lua's first argument: the packed check, a flags byte (1: the
-    /// server has per-field hash TTL), then the sliding log's key TTL
-    /// (window + [`SLACK_MS`]) in decimal, which log_fast.lua hands to
-    /// `SET … PX` as it is.
+    /// server has per-field hash TTL), then, for a sliding log, the key's
+    /// TTL (window + [`SLACK_MS`]) in decimal, which log_fast.lua hands to
+    /// `SET … PX` as it is (other algorithms' scripts read nothing there).
     fn single_argument(&self, field_ttl: bool) -> Vec<u8> {
         let mut out = vec![0; CHECK_LEN + 1];
         self.pack(&mut out[..CHECK_LEN]);
         out[CHECK_LEN] = u8::from(field_ttl);
-        out.extend_from_slice((self.window_ms + SLACK_MS).to_string().as_bytes());
+        if self.algorithm == Algorithm::SlidingLog {
+            out.extend_from_slice((self.window_ms + SLACK_MS).to_string().as_bytes());
+        }
         out
     }
 
@@ -360,6 +362,8 @@ mod tests {
         assert_eq!(plain[..CHECK_LEN], [0, 0, 0, 100, 0, 0, 0, 0, 0xea, 0x60, 0, 0, 0, 1, 0, 1]);
         assert_eq!(plain[CHECK_LEN..], *b"\x0061000");
         assert_eq!(check.single_argument(true)[CHECK_LEN], 1);
+        let gcra = Check::new("sg:", &rule.with_algorithm(Algorithm::Gcra).expect("rule"), "alice", 1);
+        assert_eq!(gcra.expect("check").single_argument(false).len(), CHECK_LEN + 1, "no TTL text");
     }
 
     #[test]
