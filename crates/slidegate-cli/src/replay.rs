@@ -4,6 +4,12 @@
 //! line's `at_ms`), so a replay gives the same answers on every run and on
 //! every store — which is what makes it useful to compare stores and to pin
 //! behaviour in tests.
+//!
+//! On Redis (client-clock mode, a fresh key prefix per run) the trace's
+//! time decides when state may disappear, however slowly the input comes:
+//! keys live for their charges' time in the trace plus
+//! [`REPLAY_CLOCK_SKEW`] of the server's clock, and expire by themselves
+//! after the run.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
@@ -12,14 +18,21 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::error::Category;
-use slidegate::{ManualClock, MemoryStore, Rule, Store};
+use slidegate::{MAX_TIME_MS, ManualClock, MemoryStore, Rule, Store};
 
 use crate::cli::ReplayArgs;
 use crate::store_choice::{AnyStore, RedisOptions, StoreSpec, connect_redis, run_prefix};
 
-/// The latest `at_ms` a trace may use (2^53 - 1): every time a store derives
-/// from it stays exact, also in Redis' Lua, whose numbers are doubles.
-pub const MAX_AT_MS: u64 = (1 << 53) - 1;
+/// The latest `at_ms` a trace may use: the last time every store decides
+/// exactly ([`MAX_TIME_MS`], 2^43 - 1 ms, in the year 2248).
+pub const MAX_AT_MS: u64 = MAX_TIME_MS;
+
+/// How much longer than their charges count Redis keeps a replay's keys
+/// (the store's [`max_clock_skew`](slidegate_redis::RedisStoreBuilder::max_clock_skew)):
+/// trace time moves only as lines come, so the server's clock may run
+/// ahead of it by however long the input pauses. A day: a replay whose
+/// input pauses longer may find state gone that the memory store keeps.
+pub const REPLAY_CLOCK_SKEW: Duration = Duration::from_secs(24 * 3600);
 
 /// One input line.
 #[derive(Debug, Deserialize)]
@@ -68,7 +81,7 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
         StoreSpec::Redis { url } => {
             let options = RedisOptions {
                 prefix: run_prefix("replay"),
-                client_clock: Some(clock.clone()),
+                client_clock: Some((clock.clone(), REPLAY_CLOCK_SKEW)),
                 response_timeout: Some(args.timeout),
                 // On the client clock every check goes on its own anyway.
                 auto_batch: false,
@@ -188,7 +201,10 @@ fn parse_line(line: &str, rule: &Rule, previous_at: u64) -> anyhow::Result<Trace
         bail!("key must not be empty");
     }
     if request.at_ms > MAX_AT_MS {
-        bail!("at_ms {} is too large (at most {MAX_AT_MS})", request.at_ms);
+        bail!(
+            "at_ms {} is too large (at most {MAX_AT_MS}: the last time every store decides exactly)",
+            request.at_ms
+        );
     }
     if request.at_ms < previous_at {
         bail!(
@@ -238,6 +254,7 @@ mod tests {
             (r#"{"at_ms": 1, "key": "a", "cost": 4}"#, "exceeds the limit 3"),
             (r#"{"at_ms": 1, "key": "a", "cots": 1}"#, "unknown field `cots`"),
             (r#"{"at_ms": 9007199254740992, "key": "a"}"#, "too large"),
+            (r#"{"at_ms": 8796093022208, "key": "a"}"#, "at most 8796093022207"),
         ];
         for (line, needle) in cases {
             let err = parse_line(line, &rule(), 0).unwrap_err().to_string();

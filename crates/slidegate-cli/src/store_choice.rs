@@ -7,7 +7,6 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::Context;
 use slidegate::{Decision, Dimension, Error, ManualClock, MemoryStore, MultiDecision, Rule, Store};
 use slidegate_redis::{RedisStore, redact_url};
 
@@ -105,8 +104,10 @@ impl fmt::Display for StoreSpec {
 pub struct RedisOptions {
     /// Key prefix; commands use a fresh one per run so runs never share state.
     pub prefix: String,
-    /// `Some` to decide with this clock instead of the Redis server's (replay).
-    pub client_clock: Option<ManualClock>,
+    /// `Some` to decide with this clock instead of the Redis server's
+    /// (replay), with the clock skew keys must outlive (see
+    /// [`RedisStoreBuilder::max_clock_skew`](slidegate_redis::RedisStoreBuilder::max_clock_skew)).
+    pub client_clock: Option<(ManualClock, Duration)>,
     /// Deadline of each call; `None` keeps the store's default.
     pub response_timeout: Option<Duration>,
     /// Auto-batch concurrent single checks (the store's default); `false`
@@ -141,8 +142,8 @@ pub fn parse_key_prefix(text: &str) -> Result<String, String> {
 /// When the URL is invalid or the server cannot be reached in time.
 pub async fn connect_redis(url: &str, options: RedisOptions) -> anyhow::Result<RedisStore> {
     let mut builder = RedisStore::builder(url).prefix(options.prefix);
-    if let Some(clock) = options.client_clock {
-        builder = builder.client_clock(clock);
+    if let Some((clock, skew)) = options.client_clock {
+        builder = builder.client_clock(clock).max_clock_skew(skew);
     }
     if let Some(timeout) = options.response_timeout {
         builder = builder.response_timeout(timeout);
@@ -150,7 +151,8 @@ pub async fn connect_redis(url: &str, options: RedisOptions) -> anyhow::Result<R
     if !options.auto_batch {
         builder = builder.auto_batch(0);
     }
-    builder.connect().await.with_context(|| format!("cannot connect to {}", redact_url(url)))
+    // The store's errors name the servers (passwords hidden) and the cause.
+    Ok(builder.connect().await?)
 }
 
 /// Either store, chosen at run time.

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{failure, success};
+use common::{failure, paced, success};
 
 const TRACE: &str = r#"{"at_ms": 0, "key": "a"}
 {"at_ms": 100, "key": "a"}
@@ -170,4 +170,106 @@ fn redis_gives_the_same_answers_as_memory() {
         assert_eq!(memory, redis, "{algorithm}");
         assert!(memory.contains("\"allowed\":false"), "{algorithm}: the trace exercises denials");
     }
+}
+
+/// The trace's time decides everything, also when state may disappear: a
+/// replay on Redis answers as on memory however slowly its input comes — a
+/// pause of 1.5 s on standard input between two requests 1 ms apart under
+/// a 10 ms window (longer than the keys' old TTL slack of 1 s).
+#[test]
+fn redis_answers_like_memory_at_any_pace() {
+    let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    let (first, rest) = ("{\"at_ms\":1000,\"key\":\"victim\"}\n", "{\"at_ms\":1001,\"key\":\"victim\"}\n");
+    let runs: Vec<_> = ["log", "counter", "fixed", "gcra"]
+        .into_iter()
+        .map(|algorithm| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut args = vec!["replay", "--algorithm", algorithm, "--limit", "1", "--window", "10ms"];
+                let memory = success(&args, format!("{first}{rest}"));
+                args.extend(["--store", url.as_str()]);
+                let redis = paced(&args, first, std::time::Duration::from_millis(1500), rest);
+                (algorithm, memory, redis)
+            })
+        })
+        .collect();
+    for run in runs {
+        let (algorithm, memory, redis) = run.join().expect("run");
+        assert!(
+            memory.lines().nth(1).is_some_and(|l| l.contains("\"allowed\":false")),
+            "{algorithm}: {memory}"
+        );
+        assert_eq!(memory, redis, "{algorithm}");
+    }
+}
+
+/// The same without a pause: 100,000 requests for other keys between the
+/// two, which take the server's clock past the old slack.
+#[test]
+fn redis_answers_like_memory_after_a_long_trace() {
+    let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    let mut trace = String::from("{\"at_ms\":1000,\"key\":\"victim\"}\n");
+    for i in 0..100_000 {
+        trace.push_str(&format!("{{\"at_ms\":1000,\"key\":\"other-{i}\"}}\n"));
+    }
+    trace.push_str("{\"at_ms\":1001,\"key\":\"victim\"}\n");
+    let mut args = vec!["replay", "--limit", "1", "--window", "10ms"];
+    let memory = success(&args, &trace);
+    args.extend(["--store", url.as_str()]);
+    let redis = success(&args, &trace);
+    assert!(memory.lines().last().is_some_and(|l| l.contains("\"allowed\":false")), "denied on memory");
+    assert!(memory == redis, "Redis answered otherwise: {:?}", redis.lines().last());
+}
+
+/// At the last time every store decides exactly (2^43 - 1 ms, in the year
+/// 2248) Redis answers as memory does; beyond it both refuse the line with
+/// the same error.
+#[test]
+fn both_stores_agree_at_the_edges_of_time() {
+    let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    let last: u64 = (1 << 43) - 1;
+    for algorithm in ["log", "counter", "fixed", "gcra"] {
+        let mut args = vec!["replay", "--algorithm", algorithm, "--limit", "3", "--window", "7ms"];
+        if algorithm == "counter" {
+            args.extend(["--buckets", "7"]);
+        }
+        let edge: String = [last - 9, last - 5, last - 5, last - 4, last - 1, last, last]
+            .iter()
+            .map(|at| format!("{{\"at_ms\":{at},\"key\":\"k\",\"cost\":2}}\n"))
+            .collect();
+        let memory = success(&args, &edge);
+        let mut on_redis = args.clone();
+        on_redis.extend(["--store", url.as_str()]);
+        assert_eq!(memory, success(&on_redis, &edge), "{algorithm} at the edge");
+        for beyond in [last + 1, 1 << 52, (1 << 53) - 1] {
+            let line = format!("{{\"at_ms\":{beyond},\"key\":\"k\"}}\n");
+            let on_memory = failure(&args, &line);
+            assert!(on_memory.contains("at most 8796093022207"), "{algorithm}: {on_memory}");
+            assert_eq!(on_memory, failure(&on_redis, &line), "{algorithm}: the same refusal");
+        }
+    }
+}
+
+/// An error names each of its causes once (the message embedded its
+/// source and also chained it, so a refused connection was printed three
+/// times).
+#[test]
+fn errors_name_each_cause_once() {
+    let port = slidegate_testkit::free_port().expect("a free port");
+    let closed = format!("redis://127.0.0.1:{port}/");
+    let err = failure(&["replay", "--limit", "3", "--window", "1s", "--store", &closed], "");
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+
+    // A script refused by the server (out of memory): its message once.
+    let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
+    server.command("CONFIG SET maxmemory 1").expect("maxmemory");
+    let url = server.url();
+    let err = failure(
+        &["replay", "--limit", "3", "--window", "1s", "--store", &url],
+        "{\"at_ms\":1,\"key\":\"a\"}\n",
+    );
+    assert_eq!(err.matches("OOM").count(), 1, "{err}");
 }

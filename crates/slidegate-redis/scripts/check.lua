@@ -5,12 +5,13 @@
 -- Cluster slot (the client groups them).
 --
 -- KEYS     per dimension i (1-based), 3 keys: [3i-2] state, [3i-1] violations, [3i] ban
--- ARGV     [1] now_ms ("" = Redis TIME)  [2] cost  [3] D = number of dimensions,
---          [4] per-field hash TTL available "1"/"0",
---          then per dimension 8 values from 4 + 8(i-1) + 1:
+-- ARGV     [1] now_ms ("" = Redis TIME)  [2] TTL slack ms ("" = SLACK_MS;
+--          client-clock mode adds the clients' clock skew)  [3] cost
+--          [4] D = number of dimensions, [5] per-field hash TTL available "1"/"0",
+--          then per dimension 9 values from 5 + 9(i-1) + 1:
 --          algorithm (1 log, 2 counter, 3 fixed, 4 gcra), limit, window_ms,
 --          buckets, violation window ms (0 = no penalty), warn_after (0 = none),
---          ban_after (0 = none), ban_for_ms
+--          ban_after (0 = none), ban_for_ms, violations kept (the penalty's cap)
 -- Reply    per dimension 7 integers: allowed (1|0; 1 = this dimension had
 --          room, charged only if all did), remaining, retry_after_ms,
 --          reset_after_ms, state (0 allowed, 1 warned, 2 limited, 3 banned),
@@ -21,14 +22,15 @@
 
 local ALGORITHMS = { LOG, COUNTER, FIXED, GCRA }
 local now = now_ms(ARGV[1])
-local cost = tonumber(ARGV[2])
-local count = tonumber(ARGV[3])
-local field_ttl = ARGV[4] == '1'
+set_slack(ARGV[2])
+local cost = tonumber(ARGV[3])
+local count = tonumber(ARGV[4])
+local field_ttl = ARGV[5] == '1'
 
 local dims = {}
 local all_fit = true
 for i = 1, count do
-  local o = 4 + 8 * (i - 1)
+  local o = 5 + 9 * (i - 1)
   local d = {
     algorithm = ALGORITHMS[tonumber(ARGV[o + 1])],
     r = {
@@ -42,6 +44,7 @@ for i = 1, count do
     warn_after = tonumber(ARGV[o + 6]),
     ban_after = tonumber(ARGV[o + 7]),
     ban_for = tonumber(ARGV[o + 8]),
+    cap = tonumber(ARGV[o + 9]),
     key = KEYS[3 * i - 2],
     viol = KEYS[3 * i - 1],
     ban = KEYS[3 * i],
@@ -80,7 +83,7 @@ for _, d in ipairs(dims) do
   else
     allowed, remaining, retry, reset, state, violations = 0, d.v.remaining, d.v.retry, d.v.reset, 2, 0
     if d.vwindow > 0 then
-      violations = PENALTY.violate(d.viol, d.vwindow, now)
+      violations = PENALTY.violate(d.viol, d.vwindow, now, d.cap)
       if d.ban_after > 0 and violations >= d.ban_after then
         PENALTY.ban(d.ban, d.viol, now, d.ban_for)
         state = 3

@@ -6,10 +6,13 @@
 -- computes retry_after (the stale buckets are gone by then).
 --
 -- counter_fast(key, limit, window, cost, now, server_clock, buckets,
--- field_ttl): the reply of an admitted request (as log_fast's), or nil
--- (log_fast's last argument, the log's TTL, is not used here).
+-- field_ttl, ttl, slack): the reply of an admitted request (as log_fast's),
+-- or nil; `slack` is the TTL slack in ms (SLACK_MS of the prelude, or
+-- client-clock mode's); log_fast's `ttl` is not used here. A field that is
+-- no number raises (before anything is written): the shared code then
+-- says what is wrong.
 
-local function counter_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl)
+local function counter_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, _, slack)
   local first = math.floor((now - window + 1) * buckets / window)
   local fields = redis.call('HGETALL', key)
   -- Strings become numbers by arithmetic, not tonumber(): tonumber runs
@@ -45,14 +48,14 @@ local function counter_fast(key, limit, window, cost, now, server_clock, buckets
     if newest == nil or cur > newest then newest = cur end
     local reset = math.ceil((newest + 1) * window / buckets) + window - 1 - now
     if not same then
-      redis.call('PEXPIRE', key, string.format('%d', reset + 1000))
+      redis.call('PEXPIRE', key, string.format('%d', reset + slack))
     end
     -- After the key's TTL, and allowed to fail (a failover to a server
     -- without HPEXPIRE): the key is never left without a TTL, and the
     -- pruning above keeps decisions exact without field TTLs.
-    -- 1000 = SLACK_MS of the prelude; drop_time(j) = ceil((j + 1) W / B) + W - 1.
+    -- drop_time(j) = ceil((j + 1) W / B) + W - 1.
     if field_ttl then
-      redis.pcall('HPEXPIRE', key, string.format('%d', math.ceil((cur + 1) * window / buckets) + window - 1 - now + 1000),
+      redis.pcall('HPEXPIRE', key, string.format('%d', math.ceil((cur + 1) * window / buckets) + window - 1 - now + slack),
         'FIELDS', 1, field)
     end
     local m = 2 * window + 2
@@ -61,5 +64,14 @@ local function counter_fast(key, limit, window, cost, now, server_clock, buckets
     end
     return { 1, room - cost, 0, reset }
   end
+  return nil
+end
+
+-- counter_fast raising nothing: a key it cannot read answers nil, and the
+-- shared code decides, which says what is wrong (counter_fast raises, on a
+-- field that is no number, before writing anything).
+local function counter_fast_or_nil(...)
+  local ok, reply = pcall(counter_fast, ...)
+  if ok then return reply end
   return nil
 end

@@ -11,12 +11,21 @@ do
   local limit, window, cost, buckets, flags = struct.unpack('>I4I6I4I2B', check)
   local now = ARGV[2]
   local server_clock = now == nil
+  -- The TTL slack: SLACK_MS of the prelude, or client-clock mode's.
+  local slack = 1000
   if server_clock then
     local t = redis.call('TIME')
     now = t[1] * 1000 + math.floor(t[2] / 1000)
   else
     now = tonumber(now)
+    slack = tonumber(ARGV[3])
   end
-  local reply = fast(KEYS[1], limit, window, cost, now, server_clock, buckets, flags % 2 == 1, string.sub(check, 18))
-  if reply then return reply end
+  -- A time beyond MAX_TIME of the prelude (2^43 - 1), like a key the fast
+  -- function cannot read (it answers nil), is left to single.lua, which
+  -- says what is wrong.
+  if now and now >= 0 and now <= 8796093022207 then
+    local reply = fast(KEYS[1], limit, window, cost, now, server_clock, buckets, flags % 2 == 1,
+      string.sub(check, 18), slack)
+    if reply then return reply end
+  end
 end

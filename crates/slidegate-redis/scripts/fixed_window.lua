@@ -1,15 +1,19 @@
 -- Fixed window aligned to multiples of the window length.
 --
--- key: hash, w = window index, n = cost counted in it. A clock stepping
--- back into an earlier window keeps the later count.
+-- key: hash, w = window index, n = cost counted in it (both always
+-- written together; anything else is an error, never read as a count). A
+-- clock stepping back into an earlier window keeps the later count.
 
 local FIXED = {}
 
 function FIXED.eval(key, r, cost, now)
   local cur = math.floor(now / r.window)
   local state = redis.call('HMGET', key, 'w', 'n')
-  local w = tonumber(state[1])
-  local n = tonumber(state[2]) or 0
+  local w, n = tonumber(state[1]), tonumber(state[2])
+  if (state[1] or state[2]) and not (w and n) then not_ours(key, 'a fixed window') end
+  -- A new key, or a hash of other fields (then HMGET found neither).
+  if not w and redis.call('EXISTS', key) == 1 then not_ours(key, 'a fixed window') end
+  n = n or 0
   if w == nil or cur > w then
     w = cur
     n = 0

@@ -2,8 +2,8 @@
 --
 -- key: string "<tat_ms>:<rem>:<seq>": theoretical arrival time = tat_ms +
 -- rem/limit ms; seq counts the charges (and releases) the key has seen,
--- so release.lua can tell whether anything touched it since a charge
--- ("<tat_ms>:<rem>" of older slidegate reads as seq 0).
+-- so release.lua can tell whether anything touched it since a charge. Any
+-- other value is an error, never read as a bucket.
 -- Time ahead of `now` is counted in 1/limit ms so the emission interval
 -- window/limit stays exact. The client guarantees limit * window < 2^53.
 
@@ -14,11 +14,11 @@ function GCRA.eval(key, r, cost, now)
   local ahead, seq = 0, 0
   local stored = redis.call('GET', key)
   if stored then
-    local ms, rem, n = string.match(stored, '^(%d+):(%d+):?(%d*)$')
-    ms = tonumber(ms)
-    seq = tonumber(n) or 0
-    if ms and ms >= now then
-      ahead = (ms - now) * r.limit + tonumber(rem)
+    local ms, rem, n = string.match(stored, '^(%d+):(%d+):(%d+)$')
+    ms, rem, seq = tonumber(ms), tonumber(rem), tonumber(n)
+    if not (ms and rem and seq) then not_ours(key, 'a GCRA bucket') end
+    if ms >= now then
+      ahead = (ms - now) * r.limit + rem
     end
   end
   -- Compared with the room left rather than summed: ahead + cost * window

@@ -8,27 +8,38 @@
 -- multi.lua).
 --
 -- log_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl,
--- ttl) answers an admitted request with one integer, remaining * (2 *
--- window + 2) + reset_after (see single.lua), reset_after being the window
--- (the new entry is the newest), and anything else with nil. `ttl` is the
--- key's TTL, window + SLACK_MS, as decimal text: numbers go to redis.call
--- as strings, since Redis 7.0 formats a Lua number argument with "%.17g"
+-- ttl, slack) answers an admitted request with one integer, remaining *
+-- (2 * window + 2) + reset_after (see single.lua), reset_after being the
+-- window (the new entry is the newest), and anything else with nil. `now`
+-- is within 0..MAX_TIME (the callers check). `ttl` is the key's TTL,
+-- window + the slack, as decimal text: numbers go to redis.call as
+-- strings, since Redis 7.0 formats a Lua number argument with "%.17g"
 -- (glibc's float printing), and the text comes made — from the client for
 -- a single script, once per window and call in multi.lua — because
 -- string.format here cost ~3,000 instructions per call (callgrind). The
 -- signature is counter_fast's (the arguments one does not use are
--- ignored): fast_single.lua and multi.lua call either.
+-- ignored): fast_single.lua and multi.lua call either. A value that is no
+-- log of its layout is left to the shared code, which raises.
 
 local function log_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, ttl)
-  -- 128 = PACKED_MAX, 6 = ENTRY, 2^48 = MAX_TIME, 1000 = SLACK_MS.
+  -- 128 = PACKED_MAX, 6 = ENTRY.
   local m = 2 * window + 2
-  if limit <= 128 and now >= 0 and now < 281474976710656 and limit * m < 9007199254740992 then
+  if limit * m >= 9007199254740992 then return nil end
+  if limit <= 128 then
     local s = redis.pcall('GET', key)
     if type(s) ~= 'table' then
+      if s and #s % 6 ~= 0 then return nil end
       s = s or ''
       local n = #s / 6
+      local oldest, newest = 0, 0
+      if n > 0 then
+        oldest, newest = struct.unpack('>I6', s), struct.unpack('>I6', s, #s - 5)
+      end
+      -- In order up to now (otherwise a client clock stepped back, or the
+      -- value is no log).
+      if oldest > newest or newest > now then return nil end
       local first = 0
-      if n > 0 and struct.unpack('>I6', s) <= now - window then
+      if n > 0 and oldest <= now - window then
         local hi = n
         while first < hi do
           local mid = math.floor((first + hi) / 2)
@@ -36,36 +47,37 @@ local function log_fast(key, limit, window, cost, now, server_clock, buckets, fi
         end
       end
       local used = n - first
-      if used + cost <= limit and (n == 0 or struct.unpack('>I6', s, #s - 5) <= now) then
-        local entry = struct.pack('>I6', now)
-        if cost > 1 then entry = string.rep(entry, cost) end
-        if first > 0 then s = string.sub(s, first * 6 + 1) end
-        redis.call('SET', key, s .. entry, 'PX', ttl)
-        return (limit - used - cost) * m + window
-      end
+      if used + cost > limit then return nil end
+      local entry = struct.pack('>I6', now)
+      if cost > 1 then entry = string.rep(entry, cost) end
+      if first > 0 then s = string.sub(s, first * 6 + 1) end
+      redis.call('SET', key, s .. entry, 'PX', ttl)
+      return (limit - used - cost) * m + window
     end
-  elseif limit > 128 and now >= 0 and now < 281474976710656 and limit * m < 9007199254740992 then
-    -- The list layout (see sliding_log.lua: items '>I6I4I7' of 17 bytes,
-    -- time, cost, running total; 2^50 = TOTAL_MAX): a new newest item, or
-    -- this millisecond's item grown, when nothing has expired.
-    local head = redis.pcall('LINDEX', key, 0)
-    if type(head) ~= 'table' and (not head or (#head == 17 and struct.unpack('>I6', head) > now - window)) then
-      local used, tail_t, tail_cost, total = 0, nil, 0, 0
-      if head then
-        local _, head_cost, head_total = struct.unpack('>I6I4I7', head)
-        tail_t, tail_cost, total = struct.unpack('>I6I4I7', redis.call('LINDEX', key, -1))
-        used = total - head_total + head_cost
-      end
-      if used + cost <= limit and (tail_t == nil or tail_t <= now) and total + cost < 1125899906842624 then
-        if tail_t == now then
-          redis.call('LSET', key, -1, struct.pack('>I6I4I7', now, tail_cost + cost, total + cost))
-        else
-          redis.call('RPUSH', key, struct.pack('>I6I4I7', now, cost, total + cost))
-        end
-        redis.call('PEXPIRE', key, ttl)
-        return (limit - used - cost) * m + window
-      end
-    end
+    -- Not a string: a list log of a limit that was above 128 (it stays a
+    -- list while it holds charges), read below like any list.
   end
-  return nil
+  -- The list layout (see sliding_log.lua: items '>I6I4I7' of 17 bytes,
+  -- time, cost, running total; 2^50 = TOTAL_MAX): a new newest item, or
+  -- this millisecond's item grown, when nothing has expired.
+  local head = redis.pcall('LINDEX', key, 0)
+  if type(head) == 'table' or (head and (#head ~= 17 or struct.unpack('>I6', head) <= now - window)) then
+    return nil
+  end
+  local used, tail_t, tail_cost, total = 0, nil, 0, 0
+  if head then
+    local _, head_cost, head_total = struct.unpack('>I6I4I7', head)
+    local tail = redis.call('LINDEX', key, -1)
+    if #tail ~= 17 then return nil end
+    tail_t, tail_cost, total = struct.unpack('>I6I4I7', tail)
+    used = total - head_total + head_cost
+  end
+  if used + cost > limit or (tail_t and tail_t > now) or total + cost >= 1125899906842624 then return nil end
+  if tail_t == now then
+    redis.call('LSET', key, -1, struct.pack('>I6I4I7', now, tail_cost + cost, total + cost))
+  else
+    redis.call('RPUSH', key, struct.pack('>I6I4I7', now, cost, total + cost))
+  end
+  redis.call('PEXPIRE', key, ttl)
+  return (limit - used - cost) * m + window
 end

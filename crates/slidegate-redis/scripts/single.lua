@@ -11,6 +11,8 @@
 --          [2] now_ms in client-clock mode; absent: the Redis server's TIME
 --          (one argument in the common case: each costs Redis ~1,100
 --          instructions to parse and hand to Lua, callgrind)
+--          [3] with [2]: the TTL slack in ms (SLACK_MS plus the clients'
+--          clock skew; see prelude.lua)
 -- Reply    { allowed (1|0), remaining, retry_after_ms, reset_after_ms };
 --          a fast path's admitted request may instead answer one integer,
 --          remaining * (2 * window_ms + 2) + reset_after_ms, when
@@ -27,4 +29,5 @@ local r = {
   client_clock = ARGV[2] ~= nil,
 }
 local now = now_ms(ARGV[2] or '')
+set_slack(ARGV[3])
 return decide(A, KEYS[1], r, cost, now)

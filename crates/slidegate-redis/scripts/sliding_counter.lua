@@ -1,6 +1,7 @@
 -- Bucketed sliding counter.
 --
--- key: hash, field = bucket index, value = cost counted in that bucket.
+-- key: hash, field = bucket index, value = cost counted in that bucket (a
+-- field or value that is no number is an error, never read as a count).
 -- Time t falls in bucket floor(t * B / W). At `now` every bucket holding a
 -- millisecond of (now - W, now] counts in full, so the counter never admits
 -- more than the exact log. Integers stay below 2^53 (t * B < 2^51 for any
@@ -34,6 +35,7 @@ function COUNTER.eval(key, r, cost, now)
   for i = 1, #fields, 2 do
     local j = tonumber(fields[i])
     local c = tonumber(fields[i + 1])
+    if not (j and c) or c ~= math.floor(c) then not_ours(key, 'a sliding counter') end
     if j < first then
       stale[#stale + 1] = fields[i]
     else

@@ -6,29 +6,33 @@
 -- cost <= limit; the oldest charges leave first. Denied requests add
 -- nothing (expired entries are dropped whatever the decision).
 --
--- Two layouts of the same log, chosen by the rule's limit:
---   packed (limit <= PACKED_MAX): a string of 6-byte big-endian times, one
---     per admitted unit of cost, read with one GET and written with one
---     SET .. PX (6 bytes per unit; at most PACKED_MAX units count);
+-- Two layouts of the same log:
+--   packed (new keys of rules with limit <= PACKED_MAX): a string of
+--     6-byte big-endian times, one per admitted unit of cost, read with
+--     one GET and written with one SET .. PX (6 bytes per unit);
 --   list (larger limits): a list of items, one per request (requests of
 --     one millisecond share one), each its time, its cost and the running
 --     total of cost (see ITEM): the cost in the window is a difference of
 --     two totals, so a request costs O(1) however large its cost or the
 --     log — pushed and trimmed at the ends (rewriting a string copies it
 --     all); ~20 bytes per item.
--- A key found in another layout (a named rule's limit changed across
--- PACKED_MAX, the sorted set or the list of times of an older slidegate)
--- is converted, what still counts kept.
+-- A packed log whose rule's limit rises past PACKED_MAX becomes a list,
+-- every entry kept. A list becomes packed again only once it holds no
+-- charge: it keeps every charge still in the window, also when the limit
+-- falls back (adaptive limits, a named rule changed) and rises again
+-- within the window, so no charge is ever forgotten. Decisions are the
+-- same in either layout, whatever the limit.
 --
 -- Entries stay in time order: a time older than the newest entry (a client
--- clock stepping back) is inserted in its place.
+-- clock stepping back) is inserted in its place. A value slidegate did not
+-- write (wrong type, a string that is no whole number of entries, times out
+-- of order or out of range, list items of another size) is an error, never
+-- read as a log.
 
 local LOG = {}
 
 local PACKED_MAX = 128
 local ENTRY = 6
--- Times must fit the 6 bytes of an entry (and stay exact in Lua).
-local MAX_TIME = 281474976710656
 
 -- A list item: time (6 bytes), cost (4), running total of cost (7) up to
 -- and including this item, big-endian. Totals restart from the oldest item
@@ -37,19 +41,15 @@ local ITEM = '>I6I4I7'
 local ITEM_LEN = 17
 local TOTAL_MAX = 1125899906842624
 
-local function check_time(t)
-  if t < 0 or t >= MAX_TIME then
-    error('slidegate: time ' .. string.format('%d', t) .. ' ms is outside the log (0 .. 2^48)')
-  end
+local function foreign(key)
+  not_ours(key, 'a sliding log')
 end
 
 local function pack_time(t)
-  check_time(t)
   return struct.pack('>I6', t)
 end
 
 local function pack_item(t, cost, total)
-  check_time(t)
   return struct.pack(ITEM, t, cost, total)
 end
 
@@ -59,43 +59,21 @@ local function unpack_item(s)
   return t, cost, total
 end
 
--- The log at `key` (layout `kind`, a TYPE answer) as { time, cost } runs,
--- oldest first; an old list of bare times reads as runs of cost 1.
-local function read_runs(key, kind)
-  local runs = {}
-  local function add(t, c)
-    local last = runs[#runs]
-    if last and last[1] == t then last[2] = last[2] + c else runs[#runs + 1] = { t, c } end
+-- Raises unless `s` reads as a packed log: whole entries, the oldest no
+-- later than the newest, the newest within MAX_TIME. (Entries between are
+-- not read: a check reads only the few it needs.)
+local function check_packed(key, s)
+  if #s % ENTRY ~= 0 then foreign(key) end
+  if #s > 0 then
+    local oldest = struct.unpack('>I6', s)
+    local newest = struct.unpack('>I6', s, #s - ENTRY + 1)
+    if oldest > newest or newest > MAX_TIME then foreign(key) end
   end
-  local times = {}
-  if kind == 'string' then
-    local s = redis.call('GET', key)
-    for i = 1, #s - ENTRY + 1, ENTRY do
-      times[#times + 1] = (struct.unpack('>I6', s, i))
-    end
-  elseif kind == 'list' then
-    for _, e in ipairs(redis.call('LRANGE', key, 0, -1)) do
-      if #e == ITEM_LEN then
-        local t, c = unpack_item(e)
-        times[#times + 1] = { t, c }
-      else
-        times[#times + 1] = tonumber(e)
-      end
-    end
-  elseif kind == 'zset' then
-    local flat = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-    for i = 2, #flat, 2 do
-      times[#times + 1] = tonumber(flat[i])
-    end
-  else
-    error('slidegate: key ' .. key .. ' holds a ' .. kind .. ', not a sliding log')
-  end
-  local function time_of(x) if type(x) == 'table' then return x[1] end return x end
-  table.sort(times, function(x, y) return time_of(x) < time_of(y) end)
-  for _, x in ipairs(times) do
-    if type(x) == 'table' then add(x[1], x[2]) else add(x, 1) end
-  end
-  return runs
+end
+
+-- Raises unless `item` reads as a list item.
+local function check_item(key, item)
+  if #item ~= ITEM_LEN or struct.unpack('>I6', item) > MAX_TIME then foreign(key) end
 end
 
 -- Appends `items` to list `key` (unpack passes at most ~8000 arguments,
@@ -106,37 +84,28 @@ local function push_all(key, items)
   end
 end
 
--- Rewrites the log at `key` in the packed layout (`limit` given: the
--- rule's limit) or the list layout (`limit` nil), keeping its TTL and
--- what counts. Packed keeps the newest `limit` units only: while more
--- than `limit` count, every request is denied either way, and the
--- (used + cost - limit)-th oldest unit, whose expiry lets a request in,
--- is the same unit in both.
-local function convert(key, window, limit)
-  local kind = redis.call('TYPE', key).ok
-  local runs = read_runs(key, kind)
+-- Keys whose layout or content a handle changed in this call: a second
+-- handle on one key (two rules sharing a state in one multi-dimension
+-- check) reads again before writing.
+local written = {}
+
+-- Rewrites the packed log `s` at `key` as a list, every entry kept (runs
+-- of one time become one item), keeping its TTL.
+local function to_list(key, s, window)
   local ttl = redis.call('PTTL', key)
   if ttl < 1 then ttl = window + SLACK_MS end
   redis.call('DEL', key)
-  if #runs == 0 then return end
-  if limit then
-    local parts, keep = {}, limit
-    for i = #runs, 1, -1 do
-      local n = math.min(runs[i][2], keep)
-      parts[#parts + 1] = string.rep(pack_time(runs[i][1]), n)
-      keep = keep - n
-      if keep == 0 then break end
-    end
-    -- Collected newest first.
-    local s = {}
-    for i = #parts, 1, -1 do s[#s + 1] = parts[i] end
-    redis.call('SET', key, table.concat(s), 'PX', ttl)
-  else
-    local items, total = {}, 0
-    for i, run in ipairs(runs) do
-      total = total + run[2]
-      items[i] = pack_item(run[1], run[2], total)
-    end
+  written[key] = true
+  local items, total, i = {}, 0, 1
+  while i <= #s do
+    local t = struct.unpack('>I6', s, i)
+    local n = 1
+    while i + n * ENTRY <= #s and struct.unpack('>I6', s, i + n * ENTRY) == t do n = n + 1 end
+    total = total + n
+    items[#items + 1] = pack_item(t, n, total)
+    i = i + n * ENTRY
+  end
+  if #items > 0 then
     push_all(key, items)
     redis.call('PEXPIRE', key, ttl)
   end
@@ -148,10 +117,6 @@ end
 -- window) -> reset_ms, records `cost` at `now` and sets the TTL;
 -- remove(key, t, cost) takes back `cost` recorded at time `t`.
 local PACKED, LIST = {}, {}
-
--- Keys a packed handle has written in this call: a second handle on one
--- key (two rules sharing a state, one check) reads again before writing.
-local written = {}
 
 -- Index (0-based) of the first entry of `s` later than `t`.
 local function packed_after(s, t)
@@ -173,13 +138,15 @@ local function packed_keep(key, s)
   end
 end
 
+-- nil when `key` holds a list: a list log stays a list (see above).
 function PACKED.open(key, cutoff, window, limit)
   local s = redis.pcall('GET', key)
   if type(s) == 'table' then
-    convert(key, window, limit)
-    s = redis.call('GET', key)
+    if redis.call('TYPE', key).ok == 'list' then return nil end
+    foreign(key)
   end
   s = s or ''
+  check_packed(key, s)
   local first = packed_after(s, cutoff)
   if first > 0 then
     -- Expired entries go now, whatever the decision (as in the model: a
@@ -200,7 +167,11 @@ function PACKED.newest(h)
 end
 
 function PACKED.add(h, now, count, window)
-  if written[h.key] then h = PACKED.open(h.key, h.cutoff, window, h.limit) end
+  if written[h.key] then
+    local again = PACKED.open(h.key, h.cutoff, window, h.limit)
+    if not again then return LIST.add(LIST.open(h.key, h.cutoff, window), now, count, window) end
+    h = again
+  end
   local s = h.s
   local at = packed_after(s, now)
   local s2 = string.sub(s, 1, at * ENTRY) .. string.rep(pack_time(now), count) .. string.sub(s, at * ENTRY + 1)
@@ -269,11 +240,16 @@ end
 
 function LIST.open(key, cutoff, window)
   local head = redis.pcall('LINDEX', key, 0)
-  if type(head) == 'table' or (head and #head ~= ITEM_LEN) then
-    convert(key, window, nil)
+  if type(head) == 'table' then
+    -- A packed log of a rule whose limit rose past PACKED_MAX.
+    local s = redis.pcall('GET', key)
+    if type(s) ~= 'string' then foreign(key) end
+    check_packed(key, s)
+    to_list(key, s, window)
     head = redis.call('LINDEX', key, 0)
   end
   if not head then return { key = key, used = 0, len = 0 } end
+  check_item(key, head)
   if struct.unpack(ITEM, head) <= cutoff then
     -- Count the expired items after the head in growing slices (one in
     -- the steady state), then trim them all at once.
@@ -297,7 +273,9 @@ function LIST.open(key, cutoff, window)
   local len = redis.call('LLEN', key)
   local _, head_cost, head_total = unpack_item(head)
   local base = head_total - head_cost
-  local _, _, tail_total = unpack_item(len == 1 and head or redis.call('LINDEX', key, -1))
+  local tail = len == 1 and head or redis.call('LINDEX', key, -1)
+  check_item(key, tail)
+  local _, _, tail_total = unpack_item(tail)
   return { key = key, used = tail_total - base, len = len, base = base }
 end
 
@@ -362,7 +340,25 @@ function LIST.add(h, now, cost, window)
   if total >= TOTAL_MAX then renumber(h.key) end
   local reset = newest + window - now
   redis.call('PEXPIRE', h.key, reset + SLACK_MS)
+  written[h.key] = true
   return reset
+end
+
+-- Keeps the newest `n` units of list `key` (n >= 1), dropping the oldest:
+-- whole items, then part of the oldest item kept.
+function LIST.keep_newest(key, n)
+  local _, _, tail_total = unpack_item(redis.call('LINDEX', key, -1))
+  -- Units are numbered by the running totals: those up to `drop` go.
+  local drop = tail_total - n
+  while true do
+    local t, c, total = unpack_item(redis.call('LINDEX', key, 0))
+    if total <= drop then
+      redis.call('LPOP', key)
+    else
+      if total - c < drop then redis.call('LSET', key, 0, pack_item(t, total - drop, total)) end
+      return
+    end
+  end
 end
 
 -- Takes back `cost` of the item at time `t` (one item per millisecond:
@@ -383,9 +379,20 @@ function LIST.remove(key, t, cost)
   push_shifted(key, first, later, -cost, ttl)
 end
 
-local function layout(r)
-  if r.limit <= PACKED_MAX then return PACKED end
-  return LIST
+-- The log at `key` for rule `r`, opened at `now` (entries up to
+-- now - window dropped): its layout and handle. A list found empty (no
+-- charge left: LIST.open deleted it) under a limit the packed layout
+-- holds starts over packed.
+local function open_log(key, r, now)
+  local cutoff = now - r.window
+  if r.limit <= PACKED_MAX then
+    local h = PACKED.open(key, cutoff, r.window, r.limit)
+    if h then return PACKED, h end
+    h = LIST.open(key, cutoff, r.window)
+    if h.len > 0 then return LIST, h end
+    return PACKED, PACKED.open(key, cutoff, r.window, r.limit)
+  end
+  return LIST, LIST.open(key, cutoff, r.window)
 end
 
 -- Milliseconds until the newest entry of `h` leaves the window (0: empty).
@@ -396,11 +403,10 @@ local function newest_leaves(L, h, window, now)
 end
 
 function LOG.eval(key, r, cost, now)
-  local L = layout(r)
-  local h = L.open(key, now - r.window, r.window, r.limit)
+  local L, h = open_log(key, r, now)
   local used = h.used
   if used + cost <= r.limit then
-    return { fits = true, used = used, remaining = r.limit - used, h = h }
+    return { fits = true, used = used, remaining = r.limit - used, L = L, h = h }
   end
   -- The request fits once the `excess`-th oldest entry leaves.
   local excess = used + cost - r.limit
@@ -413,16 +419,21 @@ function LOG.eval(key, r, cost, now)
 end
 
 function LOG.idle(key, r, now, v)
-  return newest_leaves(layout(r), v.h, r.window, now)
+  return newest_leaves(v.L, v.h, r.window, now)
 end
 
 -- The receipt is 1: release.lua takes back `cost` entries at the charge's
 -- time (entries of one time are alike, any of them will do).
 function LOG.charge(key, r, cost, now, v)
-  local reset = layout(r).add(v.h, now, cost, r.window)
+  local reset = v.L.add(v.h, now, cost, r.window)
   return r.limit - v.used - cost, reset, 1
 end
 
 function LOG.release(key, r, now, cost)
-  layout(r).remove(key, now, cost)
+  local kind = redis.call('TYPE', key).ok
+  if kind == 'string' then
+    PACKED.remove(key, now, cost)
+  elseif kind == 'list' then
+    LIST.remove(key, now, cost)
+  end
 end

@@ -22,7 +22,7 @@ use redis::{FromRedisValue, Value};
 use slidegate::{Error, ErrorKind};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::commands::{self, Check, Ints};
+use crate::commands::{self, Check, Ints, Now};
 use crate::connection::Backend;
 use crate::errors::{from_redis, from_script_message};
 use crate::scripts::Scripts;
@@ -159,11 +159,11 @@ async fn drive(mut queue: mpsc::Receiver<Job>, sender: Sender, max: usize) {
 impl Sender {
     /// One check as its own single-script call.
     async fn send_one(&self, check: &Check) -> Result<Ints, Error> {
-        let call = check.single(&self.scripts, "", self.field_ttl);
+        let call = check.single(&self.scripts, Now::Server, self.field_ttl);
         self.backend
             .run(call.script, &call.cmd)
             .await
-            .map_err(|e| from_redis("running the limiter script", e))
+            .map_err(|e| from_redis("running the limiter script", &e))
     }
 
     async fn send(&self, mut jobs: Vec<Job>) {
@@ -178,7 +178,7 @@ impl Sender {
             return;
         }
         let checks: Vec<&Check> = jobs.iter().map(|job| &job.check).collect();
-        let call = commands::multi(&self.scripts, &checks, "", self.field_ttl);
+        let call = commands::multi(&self.scripts, &checks, Now::Server, self.field_ttl);
         let replies: Vec<Result<Ints, Error>> = match self.backend.run::<Value>(call.script, &call.cmd).await
         {
             Ok(Value::Array(items)) if items.len() == jobs.len() => {
@@ -189,7 +189,7 @@ impl Sender {
                 jobs.iter().map(|_| Err(Error::new(ErrorKind::Backend, message.as_str()))).collect()
             }
             Err(error) => {
-                let error = from_redis("running the limiter script", error);
+                let error = from_redis("running the limiter script", &error);
                 jobs.iter().map(|_| Err(Error::new(error.kind(), error.message()))).collect()
             }
         };

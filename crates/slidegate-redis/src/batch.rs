@@ -27,12 +27,13 @@ pub(crate) async fn check_batch(
     store: &RedisStore,
     requests: &[BatchItem<'_>],
 ) -> Vec<Result<Decision, Error>> {
-    let now = store.now_arg();
+    let now = store.now();
     let mut results: Vec<Option<Result<Decision, Error>>> = (0..requests.len()).map(|_| None).collect();
     let mut calls: Vec<(usize, Call<'_>)> = Vec::with_capacity(requests.len());
     for (i, &(rule, key, cost)) in requests.iter().enumerate() {
         let call = validate_cost(rule, cost).and_then(|()| {
-            commands::single(store.scripts(), store.prefix(), rule, key, cost, &now, store.uses_field_ttl())
+            let now = now.as_ref().map_err(clone_error)?;
+            commands::single(store.scripts(), store.prefix(), rule, key, cost, *now, store.uses_field_ttl())
         });
         match call {
             Ok(call) => calls.push((i, call)),
@@ -139,7 +140,7 @@ async fn send_reloading<C: ConnectionLike + Clone>(
             }
         }
     }
-    replies.into_iter().map(|r| r.map_err(|e| from_redis("running the limiter script", e))).collect()
+    replies.into_iter().map(|r| r.map_err(|e| from_redis("running the limiter script", &e))).collect()
 }
 
 /// Loads the scripts of `calls[missing]` and sends those calls again.
@@ -153,7 +154,7 @@ async fn resend<C: ConnectionLike + Clone>(
     for &i in missing {
         let script = calls[i].1.script;
         if !loaded.contains(&script.get_hash()) {
-            script.load_async(&mut conn).await.map_err(|e| from_redis("reloading a script", e))?;
+            script.load_async(&mut conn).await.map_err(|e| from_redis("reloading a script", &e))?;
             loaded.push(script.get_hash());
         }
     }
@@ -171,7 +172,7 @@ async fn pipeline<'c, C: ConnectionLike + Clone>(
     for call in calls {
         pipe.add_command(call.cmd.clone());
     }
-    pipe.query_async(&mut conn.clone()).await.map_err(|e| from_redis("sending a batch", e))
+    pipe.query_async(&mut conn.clone()).await.map_err(|e| from_redis("sending a batch", &e))
 }
 
 /// The same failure, for every check of a batch whose round trip failed.

@@ -14,6 +14,7 @@ use slidegate::{Clock, Error, ErrorKind};
 
 use crate::auto_batch::AutoBatch;
 use crate::cluster::{ClusterPool, DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
+use crate::commands::SLACK_MS;
 use crate::connection::{Backend, Topology, parse_topology};
 use crate::errors::from_redis;
 use crate::keys::check_prefix;
@@ -30,6 +31,9 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 /// Default most checks auto-batched into one script call.
 pub const DEFAULT_AUTO_BATCH: usize = 64;
+/// Default [`RedisStoreBuilder::max_clock_skew`]: how far apart the clocks
+/// of client-clock mode's clients may be.
+pub const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(60);
 
 /// Configures a [`RedisStore`].
 pub struct RedisStoreBuilder {
@@ -37,6 +41,7 @@ pub struct RedisStoreBuilder {
     topology: Result<Topology, Error>,
     prefix: String,
     clock: Option<Arc<dyn Clock>>,
+    max_clock_skew: Duration,
     connect_timeout: Duration,
     response_timeout: Duration,
     cluster_connections: usize,
@@ -50,6 +55,7 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("servers", &describe(&self.topology))
             .field("prefix", &self.prefix)
             .field("client_clock", &self.clock.is_some())
+            .field("max_clock_skew", &self.max_clock_skew)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("auto_batch", &self.auto_batch)
@@ -77,6 +83,7 @@ impl RedisStoreBuilder {
             topology,
             prefix: DEFAULT_PREFIX.to_owned(),
             clock: None,
+            max_clock_skew: DEFAULT_MAX_CLOCK_SKEW,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             cluster_connections: DEFAULT_CLUSTER_CONNECTIONS,
@@ -93,11 +100,41 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Client-clock mode: the script uses `clock`'s time instead of Redis'
-    /// `TIME`. Only for servers that forbid `TIME` and for trace replay —
-    /// nodes with skewed clocks then disagree about the window.
+    /// Client-clock mode: the scripts decide at `clock`'s time instead of
+    /// Redis' `TIME`. Only for servers that forbid `TIME` and for trace
+    /// replay; the server's clock is the better choice wherever it can be
+    /// had.
+    ///
+    /// Client time then decides everything, also when state may disappear:
+    /// a key lives for as long as any charge in it counts in client time.
+    /// Its TTL, which Redis counts on its own clock, is therefore that time
+    /// plus 1 s plus [`max_clock_skew`](Self::max_clock_skew). What this
+    /// mode needs from its clients:
+    ///
+    /// * **Clocks that agree**: every client sharing the store (and the
+    ///   same client over a key's life) within `max_clock_skew` of each
+    ///   other, as NTP keeps them. A client running behind another by more
+    ///   than that can find a key the other wrote already expired, and
+    ///   admit what its charges still forbid; clients that disagree by less
+    ///   still disagree about where the window is, by their skew.
+    /// * **Times within `0..=`[`MAX_TIME_MS`](slidegate::MAX_TIME_MS)**: a
+    ///   clock reading beyond is refused with
+    ///   [`InvalidTime`](slidegate::ErrorKind::InvalidTime).
+    ///
+    /// A clock stepping back is handled (its charges are kept in order and
+    /// still count), and auto-batching is off in this mode.
     pub fn client_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Client-clock mode only: the most the clients' clocks may disagree
+    /// (default [`DEFAULT_MAX_CLOCK_SKEW`], at most 366 days); keys live
+    /// this much longer than their charges count (see
+    /// [`client_clock`](Self::client_clock)). A replay of a trace, whose
+    /// time moves at whatever pace its input comes, needs a long one.
+    pub fn max_clock_skew(mut self, skew: Duration) -> Self {
+        self.max_clock_skew = skew.min(slidegate::MAX_WINDOW);
         self
     }
 
@@ -175,7 +212,7 @@ impl RedisStoreBuilder {
                     })?;
                 let pool = ClusterPool::connect(client, self.cluster_connections, self.max_in_flight)
                     .await
-                    .map_err(|e| from_redis(&format!("connecting to {described}"), e))?;
+                    .map_err(|e| from_redis(&format!("connecting to {described}"), &e))?;
                 Backend::Cluster(Box::new(pool))
             }
             Topology::Sentinel { sentinels, master, userinfo, db } => {
@@ -185,13 +222,19 @@ impl RedisStoreBuilder {
                         as Pin<Box<dyn Future<Output = redis::RedisResult<ConnectionManager>> + Send>>
                 })
                 .await
-                .map_err(|e| from_redis(&format!("connecting to {described}"), e))?;
+                .map_err(|e| from_redis(&format!("connecting to {described}"), &e))?;
                 Backend::Sentinel(Arc::new(pool))
             }
         };
         let scripts = Arc::new(Scripts::new());
-        backend.load_scripts(&scripts).await.map_err(|e| from_redis("loading scripts", e))?;
-        let field_ttl = backend.has_field_ttl().await.map_err(|e| from_redis("asking for HPEXPIRE", e))?;
+        backend
+            .load_scripts(&scripts)
+            .await
+            .map_err(|e| from_redis(&format!("loading scripts on {described}"), &e))?;
+        let field_ttl = backend
+            .has_field_ttl()
+            .await
+            .map_err(|e| from_redis(&format!("asking {described} for HPEXPIRE"), &e))?;
         let backend = Arc::new(backend);
         let auto_batch = (self.auto_batch > 1 && self.clock.is_none() && !backend.is_cluster()).then(|| {
             AutoBatch::start(Arc::clone(&backend), Arc::clone(&scripts), field_ttl, self.auto_batch)
@@ -200,6 +243,7 @@ impl RedisStoreBuilder {
             backend,
             prefix: self.prefix,
             clock: self.clock,
+            client_slack_ms: SLACK_MS + u64::try_from(self.max_clock_skew.as_millis()).unwrap_or(u64::MAX),
             scripts,
             servers: described,
             field_ttl,
@@ -213,7 +257,7 @@ async fn standalone(url: &str, connect: Duration, response: Duration) -> Result<
     redis::Client::open(url).map_err(|e| {
         Error::with_source(ErrorKind::InvalidConfig, format!("invalid Redis URL {shown:?}"), e)
     })?;
-    manager(url, connect, response).await.map_err(|e| from_redis(&format!("connecting to {shown}"), e))
+    manager(url, connect, response).await.map_err(|e| from_redis(&format!("connecting to {shown}"), &e))
 }
 
 /// A reconnecting connection to one server, with TCP_NODELAY and timeouts.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::{Cmd, Script};
 use slidegate::{Algorithm, Decision, Dimension, Error, ErrorKind, Rule, State, encode_identity};
 
-use crate::keys::key_for;
+use crate::keys::{key_for, keys_of};
 use crate::scripts::{self, Scripts};
 
 /// A check ready to send: the command and the script it runs (for a
@@ -25,6 +25,41 @@ pub(crate) enum Shape {
     Single,
     /// Seven integers per dimension, then `now`, from the general script.
     General(usize),
+}
+
+/// When a script decides: on the Redis server's clock, or at a client's
+/// time (client-clock mode) with the TTL slack that mode needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Now {
+    /// The script reads `TIME`; keys outlive their charges by [`SLACK_MS`].
+    Server,
+    /// The client's time, validated against [`slidegate::MAX_TIME_MS`];
+    /// keys outlive their charges by `slack_ms` of the server's clock
+    /// ([`SLACK_MS`] plus the clients' allowed clock skew).
+    Client {
+        /// The client's time (ms).
+        now_ms: u64,
+        /// The TTL slack (ms).
+        slack_ms: u64,
+    },
+}
+
+impl Now {
+    /// The scripts' time argument: `""` for the server's clock.
+    fn time_arg(self) -> String {
+        match self {
+            Now::Server => String::new(),
+            Now::Client { now_ms, .. } => now_ms.to_string(),
+        }
+    }
+
+    /// How long keys outlive their charges.
+    fn slack_ms(self) -> u64 {
+        match self {
+            Now::Server => SLACK_MS,
+            Now::Client { slack_ms, .. } => slack_ms,
+        }
+    }
 }
 
 fn algorithm_code(algorithm: Algorithm) -> u8 {
@@ -45,8 +80,7 @@ fn buckets(algorithm: Algorithm) -> u16 {
 }
 
 /// The call deciding one request: the fast script of the rule's algorithm,
-/// or the general script when the rule has a penalty. `now` is the client
-/// clock's time, or `""` for the Redis server's; `field_ttl` says the
+/// or the general script when the rule has a penalty; `field_ttl` says the
 /// server has per-field hash TTL (`HPEXPIRE`).
 pub(crate) fn single<'s>(
     scripts: &'s Scripts,
@@ -54,7 +88,7 @@ pub(crate) fn single<'s>(
     rule: &Rule,
     key: &str,
     cost: u32,
-    now: &str,
+    now: Now,
     field_ttl: bool,
 ) -> Result<Call<'s>, Error> {
     if rule.penalty().is_some() {
@@ -89,28 +123,28 @@ impl Check {
     }
 
     /// The call of the algorithm's fast single script (single.lua's ARGV):
-    /// one argument on the server's clock (`now` empty), the client's time
-    /// as a second one otherwise.
-    pub(crate) fn single<'s>(&self, scripts: &'s Scripts, now: &str, field_ttl: bool) -> Call<'s> {
+    /// one argument on the server's clock; the client's time and the TTL
+    /// slack as two more otherwise.
+    pub(crate) fn single<'s>(&self, scripts: &'s Scripts, now: Now, field_ttl: bool) -> Call<'s> {
         let script = scripts.for_algorithm(self.algorithm);
         let mut cmd = scripts::evalsha(script, &[&self.state]);
-        cmd.arg(self.single_argument(field_ttl));
-        if !now.is_empty() {
-            cmd.arg(now);
+        cmd.arg(self.single_argument(field_ttl, now.slack_ms()));
+        if let Now::Client { now_ms, slack_ms } = now {
+            cmd.arg(now_ms).arg(slack_ms);
         }
         Call { script, cmd, shape: Shape::Single }
     }
 
     /// single.lua's first argument: the packed check, a flags byte (1: the
     /// server has per-field hash TTL), then, for a sliding log, the key's
-    /// TTL (window + [`SLACK_MS`]) in decimal, which log_fast.lua hands to
+    /// TTL (window + `slack_ms`) in decimal, which log_fast.lua hands to
     /// `SET … PX` as it is (other algorithms' scripts read nothing there).
-    fn single_argument(&self, field_ttl: bool) -> Vec<u8> {
+    fn single_argument(&self, field_ttl: bool, slack_ms: u64) -> Vec<u8> {
         let mut out = vec![0; CHECK_LEN + 1];
         self.pack(&mut out[..CHECK_LEN]);
         out[CHECK_LEN] = u8::from(field_ttl);
         if self.algorithm == Algorithm::SlidingLog {
-            out.extend_from_slice((self.window_ms + SLACK_MS).to_string().as_bytes());
+            out.extend_from_slice((self.window_ms + slack_ms).to_string().as_bytes());
         }
         out
     }
@@ -132,12 +166,13 @@ impl Check {
 /// Bytes of a packed check (see [`Check::pack`]).
 const CHECK_LEN: usize = 16;
 
-/// How long state keys outlive their window: `SLACK_MS` of prelude.lua.
-const SLACK_MS: u64 = 1000;
+/// How long state keys outlive their last charge on the server's clock:
+/// `SLACK_MS` of prelude.lua.
+pub(crate) const SLACK_MS: u64 = 1000;
 
 /// The call deciding `checks` with the multi script (multi.lua), in
 /// order, on one server.
-pub(crate) fn multi<'s>(scripts: &'s Scripts, checks: &[&Check], now: &str, field_ttl: bool) -> Call<'s> {
+pub(crate) fn multi<'s>(scripts: &'s Scripts, checks: &[&Check], now: Now, field_ttl: bool) -> Call<'s> {
     let script = scripts.multi();
     let keys: Vec<&str> = checks.iter().map(|check| check.state.as_str()).collect();
     let mut cmd = scripts::evalsha(script, &keys);
@@ -147,7 +182,10 @@ pub(crate) fn multi<'s>(scripts: &'s Scripts, checks: &[&Check], now: &str, fiel
         out[0] = algorithm_code(check.algorithm);
         check.pack(&mut out[1..]);
     }
-    cmd.arg(now).arg(if field_ttl { "1" } else { "0" }).arg(packed);
+    cmd.arg(now.time_arg()).arg(if field_ttl { "1" } else { "0" }).arg(packed);
+    if let Now::Client { slack_ms, .. } = now {
+        cmd.arg(slack_ms);
+    }
     Call { script, cmd, shape: Shape::Single }
 }
 
@@ -158,20 +196,23 @@ pub(crate) fn general<'s>(
     prefix: &str,
     dimensions: &[Dimension<'_>],
     cost: u32,
-    now: &str,
+    now: Now,
     field_ttl: bool,
 ) -> Result<Call<'s>, Error> {
     let mut keys = Vec::with_capacity(3 * dimensions.len());
     for (rule, key) in dimensions {
         let identity = encode_identity(key)?;
-        keys.push(key_for(prefix, rule, &identity, &rule.state_part()));
-        keys.push(key_for(prefix, rule, &identity, "viol"));
-        keys.push(key_for(prefix, rule, &identity, "ban"));
+        let [state, violations, ban] = keys_of(prefix, rule, &identity);
+        keys.extend([state, violations, ban]);
     }
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let script = scripts.check();
     let mut cmd = scripts::evalsha(script, &key_refs);
-    cmd.arg(now).arg(cost).arg(dimensions.len()).arg(if field_ttl { "1" } else { "0" });
+    let slack = match now {
+        Now::Server => String::new(),
+        Now::Client { slack_ms, .. } => slack_ms.to_string(),
+    };
+    cmd.arg(now.time_arg()).arg(slack).arg(cost).arg(dimensions.len()).arg(if field_ttl { "1" } else { "0" });
     for (rule, _) in dimensions {
         let penalty = rule.penalty();
         cmd.arg(algorithm_code(rule.algorithm()))
@@ -181,7 +222,8 @@ pub(crate) fn general<'s>(
             .arg(penalty.map_or(0, |p| p.window_ms()))
             .arg(penalty.and_then(|p| p.warn_threshold()).unwrap_or(0))
             .arg(penalty.and_then(|p| p.ban_threshold()).unwrap_or(0))
-            .arg(penalty.map_or(0, |p| p.ban_for_ms()));
+            .arg(penalty.map_or(0, |p| p.ban_for_ms()))
+            .arg(penalty.map_or(0, |p| p.violation_cap()));
     }
     Ok(Call { script, cmd, shape: Shape::General(dimensions.len()) })
 }
@@ -329,7 +371,7 @@ mod tests {
 
     use slidegate::{Algorithm, MAX_WINDOW, Rule};
 
-    use super::{CHECK_LEN, Check, single_decision};
+    use super::{CHECK_LEN, Check, SLACK_MS, single_decision};
 
     /// The bytes the scripts unpack with struct '>I4I6I4I2' (multi.lua
     /// adds the algorithm's code in front): limit, window, cost, buckets.
@@ -358,12 +400,14 @@ mod tests {
     fn the_single_argument_carries_flags_and_the_ttl_text() {
         let rule = Rule::new(100, Duration::from_secs(60)).expect("rule");
         let check = Check::new("sg:", &rule, "alice", 1).expect("check");
-        let plain = check.single_argument(false);
+        let plain = check.single_argument(false, SLACK_MS);
         assert_eq!(plain[..CHECK_LEN], [0, 0, 0, 100, 0, 0, 0, 0, 0xea, 0x60, 0, 0, 0, 1, 0, 1]);
         assert_eq!(plain[CHECK_LEN..], *b"\x0061000");
-        assert_eq!(check.single_argument(true)[CHECK_LEN], 1);
+        assert_eq!(check.single_argument(true, SLACK_MS)[CHECK_LEN], 1);
+        // Client-clock mode's longer slack (1 s + a skew of 60 s).
+        assert_eq!(check.single_argument(false, 61_000)[CHECK_LEN..], *b"\x00121000");
         let gcra = Check::new("sg:", &rule.with_algorithm(Algorithm::Gcra).expect("rule"), "alice", 1);
-        assert_eq!(gcra.expect("check").single_argument(false).len(), CHECK_LEN + 1, "no TTL text");
+        assert_eq!(gcra.expect("check").single_argument(false, SLACK_MS).len(), CHECK_LEN + 1, "no TTL text");
     }
 
     #[test]

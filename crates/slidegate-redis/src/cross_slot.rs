@@ -99,10 +99,13 @@ async fn reserve(
     parts: &[Vec<Dimension<'_>>],
     cost: u32,
 ) -> (Result<Vec<GeneralReply>, Error>, Vec<(usize, GeneralReply)>) {
-    let now = store.now_arg();
+    let now = match store.now() {
+        Ok(now) => now,
+        Err(error) => return (Err(error), Vec::new()),
+    };
     let mut calls = Vec::with_capacity(parts.len());
     for part in parts {
-        match commands::general(store.scripts(), store.prefix(), part, cost, &now, store.uses_field_ttl()) {
+        match commands::general(store.scripts(), store.prefix(), part, cost, now, store.uses_field_ttl()) {
             Ok(call) => calls.push(call),
             // Nothing sent yet: nothing to release.
             Err(error) => return (Err(error), Vec::new()),

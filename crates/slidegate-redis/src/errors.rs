@@ -3,7 +3,7 @@
 use slidegate::{Error, ErrorKind};
 
 /// Classifies a client error: transient (unreachable, timed out) or not.
-pub(crate) fn from_redis(context: &str, err: redis::RedisError) -> Error {
+pub(crate) fn from_redis(context: &str, err: &redis::RedisError) -> Error {
     let busy = err.code().is_some_and(is_busy);
     let kind = if err.is_timeout() {
         ErrorKind::Timeout
@@ -17,7 +17,11 @@ pub(crate) fn from_redis(context: &str, err: redis::RedisError) -> Error {
     } else {
         ErrorKind::Backend
     };
-    Error::with_source(kind, format!("{context}: {err}"), err)
+    // The client error's text is the message's end, and not chained as a
+    // source too: a printer of the whole chain (anyhow's `{:#}`) would show
+    // it twice, and redis-rs chains its own cause (an I/O error whose text
+    // its message already holds) a third time. Each cause once.
+    Error::new(kind, format!("{context}: {err}"))
 }
 
 /// Whether a server error code means "not now" rather than "never".

@@ -1,8 +1,15 @@
 //! Key layout: `<prefix><rule>:{<identity>}:<part>`.
 //!
-//! The `{identity}` hash tag puts every key of one identity (its log, and
-//! later its violation counter and ban) in one Cluster slot, so one script
-//! may touch them all. The identity has already been made safe by
+//! `<rule>` is [`Rule::state_name`] (a chosen name, or `<limit>/<window>ms`
+//! for an unnamed rule: the two can never be equal) and `<part>`
+//! [`Rule::state_part`] (`log`, `gcra`, `c<buckets>w<window>`, `f<window>`),
+//! so rules that read state differently never share a key; the penalty's
+//! keys add `:viol` and `:ban` to the state's part, so they are as apart as
+//! the states are.
+//!
+//! The `{identity}` hash tag puts every key of one identity (its state,
+//! its violations and its ban) in one Cluster slot, so one script may
+//! touch them all. The identity has already been made safe by
 //! [`slidegate::encode_identity`]: it cannot contain braces, so nobody can
 //! steer the slot, and it is at most 128 bytes.
 
@@ -70,14 +77,35 @@ pub fn state_key(prefix: &str, rule: &Rule, key: &str) -> Result<String, Error> 
 }
 
 /// The keys of `rule`'s penalty for `key`: its violations and its ban,
-/// in the same hash tag (Cluster slot) as its state.
+/// in the same hash tag (Cluster slot) as its state, and as apart from
+/// other rules' as the state is (`<state key>:viol`, `<state key>:ban`).
 ///
 /// # Errors
 ///
 /// [`InvalidKey`](slidegate::ErrorKind::InvalidKey) for an empty key.
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use slidegate::Rule;
+///
+/// let rule = Rule::per_minute(NonZeroU32::new(100).unwrap());
+/// let [violations, ban] = slidegate_redis::penalty_keys("sg:", &rule, "u")?;
+/// assert_eq!(violations, "sg:100/60000ms:{u}:log:viol");
+/// assert_eq!(ban, "sg:100/60000ms:{u}:log:ban");
+/// # Ok::<(), slidegate::Error>(())
+/// ```
 pub fn penalty_keys(prefix: &str, rule: &Rule, key: &str) -> Result<[String; 2], Error> {
     let identity = encode_identity(key)?;
-    Ok([key_for(prefix, rule, &identity, "viol"), key_for(prefix, rule, &identity, "ban")])
+    let [_, violations, ban] = keys_of(prefix, rule, &identity);
+    Ok([violations, ban])
+}
+
+/// The state, violations and ban keys of `rule` for an encoded identity.
+pub(crate) fn keys_of(prefix: &str, rule: &Rule, identity: &str) -> [String; 3] {
+    let state = key_for(prefix, rule, identity, &rule.state_part());
+    let violations = format!("{state}:viol");
+    let ban = format!("{state}:ban");
+    [state, violations, ban]
 }
 
 /// `<prefix><rule>:{<identity>}:<part>` for an already encoded identity.

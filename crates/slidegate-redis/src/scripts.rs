@@ -59,7 +59,7 @@ macro_rules! shared {
 pub const SLIDING_LOG: &str = single!(fast = "log_fast.lua", "log_fast", "sliding_log.lua", "LOG");
 /// Full source of the sliding-counter script.
 pub const SLIDING_COUNTER: &str =
-    single!(fast = "counter_fast.lua", "counter_fast", "sliding_counter.lua", "COUNTER");
+    single!(fast = "counter_fast.lua", "counter_fast_or_nil", "sliding_counter.lua", "COUNTER");
 /// Full source of the fixed-window script.
 pub const FIXED_WINDOW: &str = single!("fixed_window.lua", "FIXED");
 /// Full source of the GCRA script.
@@ -82,9 +82,10 @@ pub const MULTI: &str = concat!(
     include_str!("../scripts/log_fast.lua"),
     "\n",
     include_str!("../scripts/counter_fast.lua"),
-    "\n-- The shared code, defined only when a check needs it (multi.lua).\nlocal function general()\n",
+    "\n-- The shared code, defined only when a check needs it (multi.lua),\n\
+     -- with the call's TTL slack.\nlocal function general(slack)\n",
     shared!(),
-    "\nreturn { LOG, COUNTER, FIXED, GCRA }, decide\nend\n",
+    "\nset_slack(slack)\nreturn { LOG, COUNTER, FIXED, GCRA }, decide\nend\n",
     include_str!("../scripts/multi.lua")
 );
 /// Full source of the script that takes back charges of the general script

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use slidegate::{
     BatchItem, Clock, Decision, Dimension, Error, MultiDecision, Rule, Store, validate_cost,
-    validate_dimensions,
+    validate_dimensions, validate_time,
 };
 
 use crate::auto_batch::AutoBatch;
-use crate::commands::{self, Call, Check, Ints};
+use crate::commands::{self, Call, Check, Ints, Now};
 use crate::connection::Backend;
 use crate::cross_slot;
 use crate::errors::from_redis;
@@ -25,7 +25,12 @@ use crate::scripts::Scripts;
 ///   [`RedisStoreBuilder::client_clock`](crate::RedisStoreBuilder::client_clock) the time is sent by the client
 ///   instead, for servers that forbid `TIME` and for trace replay.
 /// * Keys are `<prefix><rule>:{<identity>}:<part>` (see [`state_key`](crate::state_key)) and
-///   every write sets a TTL of the time until the key is empty plus 1 s.
+///   every write sets a TTL of the time until the key is empty plus 1 s
+///   (plus the allowed clock skew in client-clock mode).
+/// * A key holding a value slidegate did not write (another type, text
+///   where a log or a bucket lives) is an error (`WRONGTYPE …`, kind
+///   [`Backend`](slidegate::ErrorKind::Backend)), never read as state;
+///   the value is left as it was.
 /// * Standalone: one auto-pipelining, reconnecting `ConnectionManager` with
 ///   TCP_NODELAY and explicit connect/response timeouts; clones share it.
 ///   Single checks made while earlier calls are in flight are auto-batched
@@ -61,6 +66,9 @@ pub(crate) struct Inner {
     pub(crate) prefix: String,
     /// `None`: the Redis server's clock decides.
     pub(crate) clock: Option<Arc<dyn Clock>>,
+    /// Client-clock mode: how long keys outlive their last charge
+    /// (`SLACK_MS` plus the clients' allowed clock skew).
+    pub(crate) client_slack_ms: u64,
     pub(crate) scripts: Arc<Scripts>,
     /// The servers, passwords hidden: only for `Debug`.
     pub(crate) servers: String,
@@ -103,10 +111,21 @@ impl RedisStore {
         self.inner.backend.is_cluster()
     }
 
-    /// The clock argument of the scripts: the client clock's time, or `""`
-    /// for the Redis server's.
-    pub(crate) fn now_arg(&self) -> String {
-        self.inner.clock.as_ref().map(|c| c.now_ms().to_string()).unwrap_or_default()
+    /// When the scripts decide: the server's clock, or the client clock's
+    /// time.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidTime`](slidegate::ErrorKind::InvalidTime) when the client
+    /// clock reads beyond [`MAX_TIME_MS`](slidegate::MAX_TIME_MS).
+    pub(crate) fn now(&self) -> Result<Now, Error> {
+        match &self.inner.clock {
+            None => Ok(Now::Server),
+            Some(clock) => Ok(Now::Client {
+                now_ms: validate_time(clock.now_ms())?,
+                slack_ms: self.inner.client_slack_ms,
+            }),
+        }
     }
 
     pub(crate) fn scripts(&self) -> &Scripts {
@@ -123,7 +142,7 @@ impl RedisStore {
             .backend
             .run(call.script, &call.cmd)
             .await
-            .map_err(|e| from_redis("running the limiter script", e))
+            .map_err(|e| from_redis("running the limiter script", &e))
     }
 }
 
@@ -142,7 +161,7 @@ impl Store for RedisStore {
             rule,
             key,
             cost,
-            &self.now_arg(),
+            self.now()?,
             self.inner.field_ttl,
         )?;
         let reply = self.send(&call).await?;
@@ -165,7 +184,7 @@ impl Store for RedisStore {
             &self.inner.prefix,
             dimensions,
             cost,
-            &self.now_arg(),
+            self.now()?,
             self.inner.field_ttl,
         )?;
         let reply = self.send(&call).await?;

@@ -159,3 +159,68 @@ fn redis_matches_memory_with_penalties_and_dimensions() {
         panic!("{e}");
     }
 }
+
+/// `(time step ms, limit, cost)`: a named rule's limit moving request by
+/// request.
+type MovingTrace = Vec<(u64, u32, u32)>;
+
+fn moving_case() -> impl Strategy<Value = (Algorithm, u64, MovingTrace)> {
+    // Limits on both sides of 128, where the log changes its Redis layout.
+    let limit = prop::sample::select(vec![1u32, 3, 100, 127, 128, 129, 150, 200]);
+    let trace = prop::collection::vec((0u64..=60, limit, 1u32..=4), 1..80);
+    (any_algorithm(), 50u64..=2000, trace)
+}
+
+/// A named rule whose limit moves from request to request (an edited
+/// rule, adaptive limits), across 128: the Redis store decides as the
+/// model does, and the sliding log admits exactly when every charge still
+/// in the window plus the cost fits the limit of that moment — no layout
+/// change ever drops a charge.
+#[test]
+fn redis_store_keeps_every_charge_while_the_limit_moves() {
+    let server = support::server();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let config = ProptestConfig {
+        cases: 48,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("tests/regressions/model.txt"))),
+        ..ProptestConfig::default()
+    };
+    let mut runner = TestRunner::new(config);
+    let result = runner.run(&moving_case(), |(algorithm, window, trace)| {
+        runtime.block_on(async {
+            let clock = ManualClock::new(START_MS);
+            let store = support::client_clock_store(&server, "moving", clock.clone()).await;
+            let mut model: Option<State> = None;
+            let mut admitted: Vec<(u64, u32)> = Vec::new();
+            let mut now = START_MS;
+            for (i, &(step, limit, cost)) in trace.iter().enumerate() {
+                let Ok(rule) = Rule::new(limit, Duration::from_millis(window))
+                    .and_then(|r| r.with_algorithm(algorithm))
+                    .and_then(|r| r.named("moving"))
+                else {
+                    continue; // GCRA and buckets have their own bounds
+                };
+                let cost = cost.min(limit);
+                now += step;
+                clock.set(now);
+                let got = store.check(&rule, "k", cost).await.expect("check");
+                let want = model.get_or_insert_with(|| State::new(&rule)).check(&rule, now, cost);
+                prop_assert_eq!(got, want, "{}: request {} (cost {}, t {})", rule, i, cost, now);
+                if algorithm == Algorithm::SlidingLog {
+                    let used: u64 =
+                        admitted.iter().filter(|&&(t, _)| t + window > now).map(|&(_, c)| u64::from(c)).sum();
+                    prop_assert_eq!(got.allowed, used + u64::from(cost) <= u64::from(limit), "request {}", i);
+                    if got.allowed {
+                        admitted.push((now, cost));
+                    }
+                }
+            }
+            Ok(())
+        })
+    });
+    runtime.block_on(support::assert_every_key_has_ttl(&server));
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

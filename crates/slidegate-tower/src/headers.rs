@@ -152,8 +152,8 @@ mod tests {
         let mut headers = HeaderMap::new();
         let families = Families { ietf: true, legacy: true, degraded: true };
         add_quota_headers(&mut headers, &[&a, &b], &multi, families);
-        assert_eq!(headers[RATELIMIT_POLICY], r#""api";q=100;w=60, "5-1000";q=5;w=1"#);
-        assert_eq!(headers[RATELIMIT], r#""api";r=42;t=60, "5-1000";r=1;t=1"#);
+        assert_eq!(headers[RATELIMIT_POLICY], r#""api";q=100;w=60, "5/1000ms";q=5;w=1"#);
+        assert_eq!(headers[RATELIMIT], r#""api";r=42;t=60, "5/1000ms";r=1;t=1"#);
         assert_eq!(headers[X_RATELIMIT_LIMIT], "5", "the binding (least remaining) rule");
         assert_eq!(headers[X_RATELIMIT_REMAINING], "1");
         assert_eq!(headers[X_RATELIMIT_RESET], "1");
@@ -166,7 +166,7 @@ mod tests {
             MultiDecision::from_decisions(vec![Decision::allowed(1000, 20, Duration::from_secs(30))]);
         add_quota_headers(&mut headers, &[&outer], &outer_multi, families);
         let all: Vec<&str> = headers.get_all(RATELIMIT).iter().map(|v| v.to_str().unwrap()).collect();
-        assert_eq!(all, [r#""api";r=42;t=60, "5-1000";r=1;t=1"#, r#""global";r=20;t=30"#]);
+        assert_eq!(all, [r#""api";r=42;t=60, "5/1000ms";r=1;t=1"#, r#""global";r=20;t=30"#]);
         assert_eq!(headers.get_all(RATELIMIT_POLICY).iter().count(), 2);
         assert_eq!(headers[X_RATELIMIT_REMAINING], "1", "the inner rule still binds most");
         let tighter =

@@ -43,7 +43,9 @@ pub struct Decision {
     /// How long until the key holds no charge at all (full quota again).
     pub reset_after: Duration,
     /// Violations (denials) of the rule's penalty counted for this identity
-    /// in the violation window; 0 for rules without a penalty.
+    /// in the violation window, at most the penalty's
+    /// [`violation_cap`](crate::Penalty::violation_cap); 0 for rules without
+    /// a penalty.
     pub violations: u32,
 }
 

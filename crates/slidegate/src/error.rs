@@ -20,6 +20,10 @@ pub enum ErrorKind {
     /// A store or limiter was configured with something it cannot use: a
     /// malformed URL, a key prefix that would break the key layout.
     InvalidConfig,
+    /// The clock read a time outside what every store decides exactly
+    /// (`0..=`[`MAX_TIME_MS`](crate::MAX_TIME_MS), up to the year 2248): a
+    /// manual or client clock set beyond it.
+    InvalidTime,
     /// The store refused a new key because it holds as many keys as it is
     /// allowed to (see [`MemoryStoreBuilder::max_keys`](crate::MemoryStoreBuilder::max_keys)).
     CapacityExhausted,
@@ -28,7 +32,8 @@ pub enum ErrorKind {
     /// The store did not answer in time.
     Timeout,
     /// The store answered something this crate does not understand, or
-    /// rejected a command (a bug, a misconfigured server, a forbidden command).
+    /// rejected a command (a bug, a misconfigured server, a forbidden
+    /// command, a key holding a value slidegate did not write).
     Backend,
 }
 
@@ -39,6 +44,7 @@ impl ErrorKind {
             ErrorKind::InvalidKey => "invalid key",
             ErrorKind::InvalidCost => "invalid cost",
             ErrorKind::InvalidConfig => "invalid configuration",
+            ErrorKind::InvalidTime => "invalid time",
             ErrorKind::CapacityExhausted => "store capacity exhausted",
             ErrorKind::Unavailable => "store unavailable",
             ErrorKind::Timeout => "store timed out",

@@ -68,7 +68,7 @@ pub mod telemetry;
 
 pub use adaptive::{AdaptiveConfig, AdaptiveConfigBuilder, AdaptiveScaler, Load, Signals, SystemSignals};
 pub use breaker::{BreakerConfig, BreakerState};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, MAX_TIME_MS, ManualClock, SystemClock, validate_time};
 pub use decision::{Decision, State};
 pub use deny_cache::DEFAULT_DENY_CACHE_CAPACITY;
 pub use error::{Error, ErrorKind};

@@ -132,14 +132,38 @@ impl Penalty {
     pub fn ban_for_ms(&self) -> u64 {
         if self.ban_after.is_some() { self.ban_for_ms } else { 0 }
     }
+
+    /// The most violations a store keeps per identity: the higher of the
+    /// two thresholds ([`MAX_VIOLATIONS`] when neither is set). Only the
+    /// newest violations are kept, and whether the count in the window
+    /// reaches a threshold is the same with the older ones dropped, so a
+    /// flood of denials costs bounded state; decisions report the count up
+    /// to this cap.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidegate::Penalty;
+    ///
+    /// let penalty = Penalty::new(Duration::from_secs(3600))?.warn_after(3)?;
+    /// assert_eq!(penalty.violation_cap(), 3);
+    /// assert_eq!(penalty.ban_after(10, Duration::from_secs(60))?.violation_cap(), 10);
+    /// # Ok::<(), slidegate::Error>(())
+    /// ```
+    pub fn violation_cap(&self) -> u32 {
+        match (self.warn_threshold(), self.ban_threshold()) {
+            (None, None) => MAX_VIOLATIONS,
+            (warn, ban) => warn.unwrap_or(0).max(ban.unwrap_or(0)),
+        }
+    }
 }
 
-/// The pure state of a penalty for one identity: its violation times and
-/// the end of its ban. The memory store runs it; the Redis script
-/// implements the same steps.
+/// The pure state of a penalty for one identity: its newest violation
+/// times (at most [`Penalty::violation_cap`]) and the end of its ban. The
+/// memory store runs it; the Redis script implements the same steps.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PenaltyState {
-    /// Times (ms) of the violations still in the window, oldest first.
+    /// Times (ms) of the newest violations still in the window, oldest
+    /// first; at most the penalty's cap.
     violations: VecDeque<u64>,
     /// Time (ms) the ban ends; no ban at or after it.
     banned_until: u64,
@@ -191,6 +215,13 @@ impl PenaltyState {
         self.prune(penalty, now);
         let at = self.violations.partition_point(|&t| t <= now);
         self.violations.insert(at, now);
+        // The times in the window are the newest ones (a suffix), so
+        // dropping the oldest beyond the cap never changes whether the count
+        // in the window reaches a threshold, both at most the cap.
+        let cap = penalty.violation_cap() as usize;
+        while self.violations.len() > cap {
+            self.violations.pop_front();
+        }
         let count = self.violations.len() as u32;
         decision.violations = count;
         if penalty.ban_threshold().is_some_and(|ban| count >= ban) {
@@ -256,5 +287,32 @@ mod tests {
         let mut a = allow();
         s.on_admit(&p, 200, &mut a);
         assert_eq!(a.violations, 0);
+    }
+
+    #[test]
+    fn a_flood_keeps_only_the_cap() {
+        let p = Penalty::new(Duration::from_secs(3600)).unwrap().warn_after(3).unwrap();
+        assert_eq!(p.violation_cap(), 3);
+        let mut s = PenaltyState::new();
+        for now in 0..20_000 {
+            let mut d = Decision::limited(1, 0, Duration::from_millis(5), Duration::from_millis(5));
+            s.on_deny(&p, now, &mut d);
+            assert_eq!(d.violations, (now as u32 + 1).min(3));
+        }
+        assert_eq!(s.violations.len(), 3, "one entry per denial no more");
+        assert_eq!(s.violations, [19_997, 19_998, 19_999]);
+        // A clock stepping back lands among them; the oldest still goes.
+        let mut d = Decision::limited(1, 0, Duration::ZERO, Duration::ZERO);
+        s.on_deny(&p, 19_998, &mut d);
+        assert_eq!(s.violations, [19_998, 19_998, 19_999]);
+        let mut a = Decision::allowed(1, 0, Duration::ZERO);
+        s.on_admit(&p, 20_000, &mut a);
+        assert_eq!((a.state, a.violations), (State::Warned, 3));
+        let plain = Penalty::new(Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            plain.violation_cap(),
+            MAX_VIOLATIONS,
+            "no threshold: counted up to the most any may name"
+        );
     }
 }

@@ -52,8 +52,11 @@ fn expired_state_is_reclaimed() {
 /// A clock at the very end of time (a user's own `Clock`, a hand-set
 /// `ManualClock`) never makes the store panic or wrap around: every
 /// algorithm, with and without a penalty, decides without overflow.
+/// A clock at the end of `u64` (past [`slidegate::MAX_TIME_MS`]) is refused
+/// with `InvalidTime`, never a panic or a decision; the pure algorithms,
+/// public on their own, saturate there instead of overflowing.
 #[test]
-fn times_at_the_end_of_the_clock_never_panic() {
+fn times_at_the_end_of_the_clock_are_errors_not_panics() {
     let penalty = slidegate::Penalty::new(Duration::from_secs(60))
         .and_then(|p| p.ban_after(2, Duration::from_secs(3600)))
         .expect("penalty");
@@ -66,10 +69,16 @@ fn times_at_the_end_of_the_clock_never_panic() {
                 .and_then(|r| r.with_penalty(penalty))
                 .expect("rule");
             clock.set(end - 10);
+            let mut state = slidegate::algorithm::State::new(&rule);
             for step in [0, 1, 5, 4] {
                 clock.advance(Duration::from_millis(step));
                 for cost in [1, 3] {
-                    let d = store.check_sync(&rule, "late", cost).expect("a decision, not a panic");
+                    let err = store.check_sync(&rule, "late", cost).expect_err("no decision so late");
+                    assert_eq!(err.kind(), slidegate::ErrorKind::InvalidTime, "{rule}: {err}");
+                    let err =
+                        store.check_all_sync(&[(&rule, "late")], cost).expect_err("no decision so late");
+                    assert_eq!(err.kind(), slidegate::ErrorKind::InvalidTime, "{rule}: {err}");
+                    let d = state.check(&rule, slidegate::Clock::now_ms(&clock), cost);
                     assert!(d.remaining <= 3, "{rule}: {d:?}");
                 }
             }

@@ -174,4 +174,32 @@ proptest! {
             prop_assert_eq!(got, want, "{}: request {} (key {}, cost {}, t {})", rule, i, key, cost, now);
         }
     }
+
+    /// A named sliding log whose limit moves from request to request (an
+    /// edited rule, adaptive limits; across 128, where the Redis log
+    /// changes layout), on the memory store: a decision admits exactly when
+    /// every charge still in the window plus the cost fits the limit in
+    /// force at that moment.
+    #[test]
+    fn the_log_stays_exact_while_its_limit_moves(
+        window in 50u64..=2000,
+        trace in prop::collection::vec((0u64..=60, prop::sample::select(vec![1u32, 3, 100, 127, 128, 129, 150, 200]), 1u32..=4), 1..200),
+    ) {
+        let clock = slidegate::ManualClock::new(1_000_000);
+        let store = slidegate::MemoryStore::builder().clock(clock.clone()).build();
+        let mut now: u64 = 1_000_000;
+        let mut admitted: Vec<(u64, u32)> = Vec::new();
+        for (i, &(step, limit, cost)) in trace.iter().enumerate() {
+            now += step;
+            clock.set(now);
+            let rule = rule(limit, window, Algorithm::SlidingLog).named("moving").expect("name");
+            let cost = cost.min(limit);
+            let in_window: u64 = admitted.iter().filter(|&&(t, _)| t + window > now).map(|&(_, c)| u64::from(c)).sum();
+            let decision = store.check_sync(&rule, "k", cost).expect("valid request");
+            prop_assert_eq!(decision.allowed, in_window + u64::from(cost) <= u64::from(limit), "request {} (limit {}, cost {}, {} in the window)", i, limit, cost, in_window);
+            if decision.allowed {
+                admitted.push((now, cost));
+            }
+        }
+    }
 }

@@ -55,8 +55,12 @@ pub enum Command {
 /// `slidegate replay`.
 ///
 /// Input lines look like `{"at_ms": 1500, "key": "alice", "cost": 2}` (cost
-/// is optional, default 1; `at_ms` must not decrease). Output lines look like
+/// is optional, default 1; `at_ms` must not decrease and is at most
+/// 8796093022207, 2^43 - 1, the last time every store decides exactly).
+/// Output lines look like
 /// `{"at_ms":1500,"key":"alice","allowed":true,"remaining":3,"retry_after_ms":0}`.
+/// Every store gives the same answers at any pace of input (on Redis, state
+/// is kept for a day of real time past what the trace's time needs).
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
     /// Where state lives: `memory`, or a Redis URL — `redis://host:port/`,

@@ -3,17 +3,23 @@
 #![allow(dead_code, unreachable_pub)] // each test file uses its own subset
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
-/// Runs `slidegate args…` with `stdin` as standard input.
-pub fn slidegate(args: &[&str], stdin: impl AsRef<[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_slidegate"))
+/// Starts `slidegate args…` with every standard stream piped.
+fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_slidegate"))
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn slidegate");
+        .expect("spawn slidegate")
+}
+
+/// Runs `slidegate args…` with `stdin` as standard input.
+pub fn slidegate(args: &[&str], stdin: impl AsRef<[u8]>) -> Output {
+    let mut child = spawn(args);
     // Fed from a thread while the output is read: a large input and a
     // large output would otherwise block each other in full pipes.
     let mut input = child.stdin.take().expect("stdin is piped");
@@ -45,4 +51,20 @@ pub fn failure(args: &[&str], stdin: impl AsRef<[u8]>) -> String {
     let output = slidegate(args, stdin);
     assert!(!output.status.success(), "slidegate {args:?} should fail");
     String::from_utf8(output.stderr).expect("utf-8 error")
+}
+
+/// Standard output of `slidegate args…`, which must succeed, given
+/// `first` on standard input, then after `pause`, `rest`: input that comes
+/// slowly, as from a live source.
+pub fn paced(args: &[&str], first: &str, pause: Duration, rest: &str) -> String {
+    let mut child = spawn(args);
+    let mut input = child.stdin.take().expect("stdin is piped");
+    input.write_all(first.as_bytes()).expect("write stdin");
+    input.flush().expect("flush stdin");
+    std::thread::sleep(pause);
+    input.write_all(rest.as_bytes()).expect("write stdin");
+    drop(input);
+    let output = child.wait_with_output().expect("wait for slidegate");
+    assert!(output.status.success(), "slidegate {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).expect("utf-8 output")
 }

@@ -12,7 +12,7 @@ use hashbrown::hash_table::Entry as Slot;
 
 use crate::{
     Clock, Decision, Dimension, Error, ErrorKind, MultiDecision, Rule, Store, SystemClock, encode_identity,
-    validate_cost, validate_dimensions,
+    validate_cost, validate_dimensions, validate_time,
 };
 use key::Key;
 
@@ -183,11 +183,12 @@ impl MemoryStore {
     ///
     /// # Errors
     ///
-    /// Invalid key or cost, or [`ErrorKind::CapacityExhausted`].
+    /// Invalid key or cost, a clock beyond [`MAX_TIME_MS`](crate::MAX_TIME_MS)
+    /// ([`ErrorKind::InvalidTime`]), or [`ErrorKind::CapacityExhausted`].
     pub fn check_sync(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         validate_cost(rule, cost)?;
         let identity = encode_identity(key)?;
-        let now = self.inner.clock.now_ms();
+        let now = validate_time(self.inner.clock.now_ms())?;
         let hash = self.hash(rule, &identity);
         let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
         shard.ops = shard.ops.wrapping_add(1);
@@ -209,7 +210,8 @@ impl MemoryStore {
     ///
     /// # Errors
     ///
-    /// As [`validate_dimensions`], or [`ErrorKind::CapacityExhausted`].
+    /// As [`validate_dimensions`], [`ErrorKind::InvalidTime`] or
+    /// [`ErrorKind::CapacityExhausted`].
     pub fn check_all_sync(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
         validate_dimensions(dimensions, cost)?;
         let mut keys = Vec::with_capacity(dimensions.len());
@@ -223,7 +225,7 @@ impl MemoryStore {
         order.dedup();
         let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
             order.iter().map(|&i| (i, lock(&self.inner.shards[i]))).collect();
-        let now = self.inner.clock.now_ms();
+        let now = validate_time(self.inner.clock.now_ms())?;
         let mut peeked = Vec::with_capacity(dimensions.len());
         for ((rule, _), (identity, hash, shard)) in dimensions.iter().zip(&keys) {
             let entry = self.entry(guard_of(&mut guards, *shard), identity, *hash, rule, now)?;

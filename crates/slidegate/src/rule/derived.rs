@@ -51,11 +51,15 @@ impl Rule {
         })
     }
 
+    /// `<limit>/<window>ms`: the `/` is outside the alphabet of chosen
+    /// names ([`Rule::named`]), so no named rule can meet an unnamed one's
+    /// state.
     fn unnamed_state_name(&self) -> String {
         let mut name = String::new();
         push_u64(&mut name, self.state_limit.get().into());
-        name.push('-');
+        name.push('/');
         push_u64(&mut name, self.window_ms);
+        name.push_str("ms");
         name
     }
 }

@@ -296,9 +296,11 @@ impl Rule {
     }
 
     /// The name under which stores keep this rule's state: the rule's name,
-    /// or, for an unnamed rule, its parameters (`<limit>-<window ms>`, with
-    /// the configured limit even while adaptive limits enforce another).
-    /// Contains only `A-Z a-z 0-9 _ - .`.
+    /// or, for an unnamed rule, its parameters (`<limit>/<window ms>ms`, e.g.
+    /// `100/60000ms`, with the configured limit even while adaptive limits
+    /// enforce another). A chosen name holds only `A-Z a-z 0-9 _ - .`, so it
+    /// never equals a derived one: a rule named `100-60000` does not share
+    /// the unnamed 100-per-minute rule's state.
     pub fn state_name(&self) -> std::borrow::Cow<'_, str> {
         std::borrow::Cow::Borrowed(&self.derived().state_name)
     }

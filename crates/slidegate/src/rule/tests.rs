@@ -56,8 +56,12 @@ fn names_are_checked() {
     for bad in ["", "a:b", "{x}", "with space", &"x".repeat(65)] {
         assert_eq!(rule.clone().named(bad).unwrap_err().kind(), ErrorKind::InvalidRule);
     }
-    assert_eq!(rule.state_name(), "1-1000");
-    assert_eq!(rule.named("api").unwrap().state_name(), "api");
+    assert_eq!(rule.state_name(), "1/1000ms");
+    assert_eq!(rule.clone().named("api").unwrap().state_name(), "api");
+    // No chosen name can spell a derived one.
+    let look_alike = rule.clone().named("1-1000").unwrap();
+    assert_ne!(look_alike.state_name(), rule.state_name());
+    assert!(rule.named("1/1000ms").is_err());
 }
 
 #[test]
@@ -65,8 +69,8 @@ fn scaled_rules_keep_the_state_name() {
     let rule = Rule::per_second(nz(100));
     let half = rule.scaled(nz(50));
     assert_eq!(half.limit(), 50);
-    assert_eq!(half.state_name(), "100-1000");
-    assert_eq!(half.scaled(nz(70)).state_name(), "100-1000", "scaling a scaled rule keeps the pin");
+    assert_eq!(half.state_name(), "100/1000ms");
+    assert_eq!(half.scaled(nz(70)).state_name(), "100/1000ms", "scaling a scaled rule keeps the pin");
     assert_eq!(rule.scaled(nz(100)), rule, "scaling to the configured limit is the rule itself");
     assert_ne!(half, Rule::per_second(nz(50)), "a different state than a configured 50/s");
     let named = rule.named("api").unwrap();
@@ -84,23 +88,23 @@ fn scaled_gcra_stays_within_its_bound() {
 #[test]
 fn cached_strings_follow_the_rule() {
     let rule = Rule::per_second(nz(7));
-    assert_eq!(&*rule.state_label(), "7-1000");
+    assert_eq!(&*rule.state_label(), "7/1000ms");
     let named = rule.clone().named("api").unwrap();
     assert_eq!(&*named.state_label(), "api", "renaming resets the cached label");
     assert_eq!(&*named.clone().named("web").unwrap().state_label(), "web");
-    assert_eq!(&*rule.scaled(nz(3)).state_label(), "7-1000", "a scaled rule keeps its state name");
+    assert_eq!(&*rule.scaled(nz(3)).state_label(), "7/1000ms", "a scaled rule keeps its state name");
     assert_eq!(rule, Rule::per_second(nz(7)), "the cache takes no part in equality");
     let prefix = |rule: &Rule| rule.state_prefix().to_string();
-    assert_eq!(prefix(&rule), "7-1000:log:");
+    assert_eq!(prefix(&rule), "7/1000ms:log:");
     let counter = rule.with_algorithm(Algorithm::SLIDING_COUNTER).unwrap();
-    assert_eq!(prefix(&counter), "7-1000:c10w1000:", "a new algorithm resets the cached prefix");
+    assert_eq!(prefix(&counter), "7/1000ms:c10w1000:", "a new algorithm resets the cached prefix");
     assert_eq!(prefix(&counter.named("api").unwrap()), "api:c10w1000:");
 }
 
 #[test]
 fn state_names_and_parts_spell_numbers_in_decimal() {
     let rule = Rule::new(u32::MAX, MAX_WINDOW).unwrap();
-    assert_eq!(rule.state_name(), format!("{}-{}", u32::MAX, MAX_WINDOW.as_millis()));
+    assert_eq!(rule.state_name(), format!("{}/{}ms", u32::MAX, MAX_WINDOW.as_millis()));
     let counter = Rule::new(10, Duration::from_millis(1000))
         .unwrap()
         .with_algorithm(Algorithm::SlidingCounter { buckets: std::num::NonZeroU16::new(1000).unwrap() })
@@ -109,5 +113,5 @@ fn state_names_and_parts_spell_numbers_in_decimal() {
     let fixed =
         Rule::new(1, Duration::from_millis(1)).unwrap().with_algorithm(Algorithm::FixedWindow).unwrap();
     assert_eq!(fixed.state_part(), "f1");
-    assert_eq!(&**fixed.state_prefix(), "1-1:f1:");
+    assert_eq!(&**fixed.state_prefix(), "1/1ms:f1:");
 }
