@@ -1,14 +1,18 @@
 //! Rules and requests at the edges of what is valid: the largest limit,
-//! the longest window, the most buckets, GCRA at its precision bound, and
-//! costs of the whole limit. Every store decides them as the pure model
-//! does (the Redis store's Lua computes in doubles: exact only while every
-//! intermediate stays below 2^53).
+//! the longest window, the most buckets, GCRA at its precision bound,
+//! costs of the whole limit, and the first and last times stores decide.
+//! Every store decides them as the pure model does (the Redis store's Lua
+//! computes in doubles: exact only while every intermediate stays below
+//! 2^53).
 
 use std::num::NonZeroU16;
 use std::time::Duration;
 
 use slidegate::algorithm::State;
-use slidegate::{Algorithm, Clock, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_WINDOW, ManualClock, Store};
+use slidegate::{
+    Algorithm, Clock, ErrorKind, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_TIME_MS, MAX_WINDOW, ManualClock, Rule,
+    Store,
+};
 
 use super::{ok, rule};
 
@@ -47,4 +51,62 @@ pub async fn extreme_rules_match_the_model<S: Store>(store: &S, clock: &ManualCl
         }
         clock.advance(Duration::from_millis(1));
     }
+}
+
+/// The edges of time: from 0 (times before a window's length, where
+/// `now - window` is negative) and up to [`MAX_TIME_MS`], the last time
+/// every store decides exactly, each store decides as the model does;
+/// one millisecond beyond, every kind of check is an
+/// [`InvalidTime`](ErrorKind::InvalidTime) error, and nothing is charged.
+pub async fn the_edges_of_time<S: Store>(store: &S, clock: &ManualClock) {
+    let most_buckets =
+        Algorithm::SlidingCounter { buckets: NonZeroU16::new(MAX_BUCKETS).unwrap_or(NonZeroU16::MIN) };
+    let mut all = super::algorithms(7);
+    all.push(most_buckets);
+    for (a, &algorithm) in all.iter().enumerate() {
+        for (window, limit) in [(7, 3), (1000, 5), (60_000, 200)] {
+            let Ok(rule) =
+                Rule::new(limit, Duration::from_millis(window)).and_then(|r| r.with_algorithm(algorithm))
+            else {
+                continue; // more buckets than a 7 ms window has milliseconds
+            };
+            let steps = [0, 1, 0, window / 2, 1, window - 1, 0, 1, window, 1];
+            // The last request of the end's trace is at MAX_TIME_MS itself.
+            let end = MAX_TIME_MS - steps.iter().sum::<u64>();
+            for (edge, start) in [("start", 0), ("end", end)] {
+                let key = format!("edge-{a}-{window}-{edge}");
+                let mut model = State::new(&rule);
+                clock.set(start);
+                for (i, step) in steps.into_iter().enumerate() {
+                    clock.advance(Duration::from_millis(step));
+                    let cost = 1 + (i as u32 % limit);
+                    let got = ok(store, &rule, &key, cost).await;
+                    let want = model.check(&rule, clock.now_ms(), cost);
+                    assert_eq!(
+                        got,
+                        want,
+                        "{rule} near the {edge} of time: request {i} at {}",
+                        clock.now_ms()
+                    );
+                }
+            }
+        }
+    }
+    // Beyond the last exact time: single, multi-dimension and batched checks.
+    let rule = super::rule(3, 1000, Algorithm::SlidingLog);
+    clock.set(MAX_TIME_MS);
+    assert_eq!(ok(store, &rule, "beyond", 1).await.remaining, 2, "the last exact time");
+    for beyond in [MAX_TIME_MS + 1, 1 << 52, u64::MAX] {
+        clock.set(beyond);
+        let err = store.check(&rule, "beyond", 1).await.expect_err("beyond the last exact time");
+        assert_eq!(err.kind(), ErrorKind::InvalidTime, "{err}");
+        assert!(!err.is_transient());
+        let err = store.check_all(&[(&rule, "beyond"), (&rule, "other")], 1).await.expect_err("check_all");
+        assert_eq!(err.kind(), ErrorKind::InvalidTime, "{err}");
+        for result in store.check_batch(&[(&rule, "beyond", 1), (&rule, "other", 1)]).await {
+            assert_eq!(result.expect_err("batch").kind(), ErrorKind::InvalidTime);
+        }
+    }
+    clock.set(MAX_TIME_MS);
+    assert_eq!(ok(store, &rule, "beyond", 1).await.remaining, 1, "nothing was charged beyond");
 }

@@ -6,8 +6,10 @@
 //! with (the Redis store in client-clock mode), and stores built by separate
 //! calls of the factory must not share state.
 
+pub mod apart;
 pub mod dimensions;
 pub mod extremes;
+pub mod limit_changes;
 pub mod penalties;
 
 use std::future::Future;
@@ -91,6 +93,18 @@ where
     dimensions::bad_dimensions_are_errors(&s).await;
     let (s, c) = fresh().await;
     dimensions::batch_in_order(&s, &c).await;
+    let (s, c) = fresh().await;
+    limit_changes::limit_changes_keep_every_charge(&s, &c).await;
+    let (s, c) = fresh().await;
+    limit_changes::adaptive_scaling_keeps_every_charge(s, &c).await;
+    let (s, c) = fresh().await;
+    apart::penalties_apart_by_algorithm(&s, &c).await;
+    let (s, c) = fresh().await;
+    apart::chosen_names_never_meet_derived_ones(&s, &c).await;
+    let (s, c) = fresh().await;
+    penalties::a_flood_is_counted_up_to_the_cap(&s, &c).await;
+    let (s, c) = fresh().await;
+    extremes::the_edges_of_time(&s, &c).await;
 }
 
 /// N requests pass, the N+1th is denied, keys are independent.

@@ -85,3 +85,44 @@ pub async fn violations_expire<S: Store>(store: &S, clock: &ManualClock) {
     assert_eq!((d.state, d.violations), (State::Limited, 1), "counting starts again from one");
     clock.advance(Duration::from_secs(30));
 }
+
+/// A warn-only penalty over an hour and a long flood of denials at
+/// distinct milliseconds: every store keeps only what a decision can need
+/// (the newest `warn_after` violations), so the count a decision reports
+/// stops at the threshold, and the warning holds as long as that many
+/// stay in the window. (How little a store keeps is checked by its own
+/// tests; here, that every store counts alike.)
+pub async fn a_flood_is_counted_up_to_the_cap<S: Store>(store: &S, clock: &ManualClock) {
+    let penalty = Penalty::new(Duration::from_secs(3600))
+        .and_then(|p| p.warn_after(3))
+        .unwrap_or_else(|e| panic!("penalty: {e}"));
+    for algorithm in algorithms(10) {
+        // 1 per 10 s, so the whole flood is denied and the rule is free
+        // again long before the violations leave.
+        let rule = rule(1, 10_000, algorithm).with_penalty(penalty).unwrap_or_else(|e| panic!("rule: {e}"));
+        let key = format!("flood-{}", algorithm.short_name());
+        use slidegate::Clock;
+        // On a fixed window's boundary.
+        clock.set((clock.now_ms() / 10_000 + 1) * 10_000);
+        assert!(ok(store, &rule, &key, 1).await.allowed, "{rule}");
+        let flood_start = clock.now_ms();
+        for i in 0..1500u32 {
+            clock.advance(Duration::from_millis(1));
+            let d = ok(store, &rule, &key, 1).await;
+            assert_eq!((d.allowed, d.violations), (false, (i + 1).min(3)), "{rule}: denial {i}");
+        }
+        // The newest three are the flood's last; an hour after the flood's
+        // first violation the count is still 3, and it falls once they go.
+        clock.set(flood_start + 3_600_000 + 1);
+        let d = ok(store, &rule, &key, 1).await;
+        assert_eq!((d.allowed, d.state, d.violations), (true, State::Warned, 3), "{rule}");
+        clock.set(flood_start + 1500 + 3_600_000 + 20_000);
+        let d = ok(store, &rule, &key, 1).await;
+        assert_eq!(
+            (d.allowed, d.state, d.violations),
+            (true, State::Allowed, 0),
+            "{rule}: the flood has left"
+        );
+        clock.advance(Duration::from_secs(7200));
+    }
+}
