@@ -66,12 +66,3 @@ local function counter_fast(key, limit, window, cost, now, server_clock, buckets
   end
   return nil
 end
-
--- counter_fast raising nothing: a key it cannot read answers nil, and the
--- shared code decides, which says what is wrong (counter_fast raises, on a
--- field that is no number, before writing anything).
-local function counter_fast_or_nil(...)
-  local ok, reply = pcall(counter_fast, ...)
-  if ok then return reply end
-  return nil
-end

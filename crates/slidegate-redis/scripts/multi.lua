@@ -19,7 +19,7 @@
 -- Reply    per check, single.lua's reply (one integer or four), or the
 --          error's message (a string)
 
-local FAST = { log_fast, counter_fast_or_nil }
+local FAST = { log_fast, counter_fast }
 local server_clock = ARGV[1] == ''
 local now
 if server_clock then
@@ -52,11 +52,16 @@ local algorithms, decide
 local function one(key, code, limit, window, cost, buckets)
   local fast = FAST[code]
   if fast then
-    local ttl = code == 1 and log_ttl(window) or nil
-    -- A key the fast function cannot read (it answers nil) is left to the
-    -- shared code, which says what is wrong.
-    local reply = fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, ttl, slack)
-    if reply then return reply end
+    -- A key the fast function cannot read is left to the shared code,
+    -- which says what is wrong: log_fast answers nil, counter_fast raises
+    -- (before writing anything; pcall only there, see fast_single.lua).
+    local ok, reply = true, nil
+    if code == 2 then
+      ok, reply = pcall(fast, key, limit, window, cost, now, server_clock, buckets, field_ttl, nil, slack)
+    else
+      reply = fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, log_ttl(window))
+    end
+    if ok and reply then return reply end
   end
   if not algorithms then algorithms, decide = general(slack) end
   local r = { limit = limit, window = window, buckets = buckets, field_ttl = field_ttl, client_clock = not server_clock }

@@ -9,13 +9,17 @@ use slidegate::Algorithm;
 
 /// A script deciding one rule with one algorithm: the prelude, the
 /// algorithm's table, and the single-check main bound to it.
-/// An optional fast path (`fast = "file"`) runs before anything is defined.
+/// An optional fast path (`fast = "file"`) runs before anything is defined;
+/// `raises` says whether its function may raise (then it runs under
+/// `pcall`, and a key it cannot read goes to the shared code).
 macro_rules! single {
-    (fast = $fast:literal, $function:literal, $file:literal, $table:literal) => {
+    (fast = $fast:literal, $function:literal, raises = $raises:literal, $file:literal, $table:literal) => {
         concat!(
             include_str!(concat!("../scripts/", $fast)),
             "\nlocal fast = ",
             $function,
+            "\nlocal fast_raises = ",
+            $raises,
             "\n",
             include_str!("../scripts/fast_single.lua"),
             "\n",
@@ -56,10 +60,11 @@ macro_rules! shared {
 /// Full source of the sliding-log script.
 /// Its common case runs first, before the shared code is defined (see
 /// `scripts/log_fast.lua`).
-pub const SLIDING_LOG: &str = single!(fast = "log_fast.lua", "log_fast", "sliding_log.lua", "LOG");
+pub const SLIDING_LOG: &str =
+    single!(fast = "log_fast.lua", "log_fast", raises = "false", "sliding_log.lua", "LOG");
 /// Full source of the sliding-counter script.
 pub const SLIDING_COUNTER: &str =
-    single!(fast = "counter_fast.lua", "counter_fast_or_nil", "sliding_counter.lua", "COUNTER");
+    single!(fast = "counter_fast.lua", "counter_fast", raises = "true", "sliding_counter.lua", "COUNTER");
 /// Full source of the fixed-window script.
 pub const FIXED_WINDOW: &str = single!("fixed_window.lua", "FIXED");
 /// Full source of the GCRA script.
