@@ -53,6 +53,15 @@ impl Now {
         }
     }
 
+    /// The general script's slack argument: `""` (its own `SLACK_MS`) for
+    /// the server's clock.
+    fn slack_arg(self) -> String {
+        match self {
+            Now::Server => String::new(),
+            Now::Client { slack_ms, .. } => slack_ms.to_string(),
+        }
+    }
+
     /// How long keys outlive their charges.
     fn slack_ms(self) -> u64 {
         match self {
@@ -208,11 +217,11 @@ pub(crate) fn general<'s>(
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let script = scripts.check();
     let mut cmd = scripts::evalsha(script, &key_refs);
-    let slack = match now {
-        Now::Server => String::new(),
-        Now::Client { slack_ms, .. } => slack_ms.to_string(),
-    };
-    cmd.arg(now.time_arg()).arg(slack).arg(cost).arg(dimensions.len()).arg(if field_ttl { "1" } else { "0" });
+    cmd.arg(now.time_arg()).arg(now.slack_arg()).arg(cost).arg(dimensions.len()).arg(if field_ttl {
+        "1"
+    } else {
+        "0"
+    });
     for (rule, _) in dimensions {
         let penalty = rule.penalty();
         cmd.arg(algorithm_code(rule.algorithm()))
