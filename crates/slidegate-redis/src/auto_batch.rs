@@ -22,9 +22,10 @@ use redis::{FromRedisValue, Value};
 use slidegate::{Error, ErrorKind};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::commands::{self, Check, Ints, Now};
+use crate::commands::{self, Check, Ints};
 use crate::connection::Backend;
 use crate::errors::{from_redis, from_script_message};
+use crate::now::Now;
 use crate::scripts::Scripts;
 
 /// Calls the driver of one store has out at once (batches, or a lone

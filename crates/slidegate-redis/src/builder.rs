@@ -14,10 +14,10 @@ use slidegate::{Clock, Error, ErrorKind};
 
 use crate::auto_batch::AutoBatch;
 use crate::cluster::{ClusterPool, DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
-use crate::commands::SLACK_MS;
 use crate::connection::{Backend, Topology, parse_topology};
 use crate::errors::from_redis;
 use crate::keys::check_prefix;
+use crate::now::SLACK_MS;
 use crate::scripts::Scripts;
 use crate::sentinel::SentinelPool;
 use crate::store::{Inner, RedisStore};

@@ -8,6 +8,7 @@ use redis::{Cmd, Script};
 use slidegate::{Algorithm, Decision, Dimension, Error, ErrorKind, Rule, State, encode_identity};
 
 use crate::keys::{key_for, keys_of};
+use crate::now::Now;
 use crate::scripts::{self, Scripts};
 
 /// A check ready to send: the command and the script it runs (for a
@@ -25,50 +26,6 @@ pub(crate) enum Shape {
     Single,
     /// Seven integers per dimension, then `now`, from the general script.
     General(usize),
-}
-
-/// When a script decides: on the Redis server's clock, or at a client's
-/// time (client-clock mode) with the TTL slack that mode needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Now {
-    /// The script reads `TIME`; keys outlive their charges by [`SLACK_MS`].
-    Server,
-    /// The client's time, validated against [`slidegate::MAX_TIME_MS`];
-    /// keys outlive their charges by `slack_ms` of the server's clock
-    /// ([`SLACK_MS`] plus the clients' allowed clock skew).
-    Client {
-        /// The client's time (ms).
-        now_ms: u64,
-        /// The TTL slack (ms).
-        slack_ms: u64,
-    },
-}
-
-impl Now {
-    /// The scripts' time argument: `""` for the server's clock.
-    fn time_arg(self) -> String {
-        match self {
-            Now::Server => String::new(),
-            Now::Client { now_ms, .. } => now_ms.to_string(),
-        }
-    }
-
-    /// The general script's slack argument: `""` (its own `SLACK_MS`) for
-    /// the server's clock.
-    fn slack_arg(self) -> String {
-        match self {
-            Now::Server => String::new(),
-            Now::Client { slack_ms, .. } => slack_ms.to_string(),
-        }
-    }
-
-    /// How long keys outlive their charges.
-    fn slack_ms(self) -> u64 {
-        match self {
-            Now::Server => SLACK_MS,
-            Now::Client { slack_ms, .. } => slack_ms,
-        }
-    }
 }
 
 fn algorithm_code(algorithm: Algorithm) -> u8 {
@@ -174,10 +131,6 @@ impl Check {
 
 /// Bytes of a packed check (see [`Check::pack`]).
 const CHECK_LEN: usize = 16;
-
-/// How long state keys outlive their last charge on the server's clock:
-/// `SLACK_MS` of prelude.lua.
-pub(crate) const SLACK_MS: u64 = 1000;
 
 /// The call deciding `checks` with the multi script (multi.lua), in
 /// order, on one server.
@@ -380,7 +333,8 @@ mod tests {
 
     use slidegate::{Algorithm, MAX_WINDOW, Rule};
 
-    use super::{CHECK_LEN, Check, SLACK_MS, single_decision};
+    use super::{CHECK_LEN, Check, single_decision};
+    use crate::now::SLACK_MS;
 
     /// The bytes the scripts unpack with struct '>I4I6I4I2' (multi.lua
     /// adds the algorithm's code in front): limit, window, cost, buckets.

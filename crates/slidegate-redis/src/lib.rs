@@ -33,6 +33,7 @@ mod connection;
 mod cross_slot;
 mod errors;
 mod keys;
+mod now;
 pub mod scripts;
 mod sentinel;
 mod store;

@@ -9,10 +9,11 @@ use slidegate::{
 };
 
 use crate::auto_batch::AutoBatch;
-use crate::commands::{self, Call, Check, Ints, Now};
+use crate::commands::{self, Call, Check, Ints};
 use crate::connection::Backend;
 use crate::cross_slot;
 use crate::errors::from_redis;
+use crate::now::Now;
 use crate::scripts::Scripts;
 
 /// A [`Store`] on Redis: one standalone server or a Redis Cluster.

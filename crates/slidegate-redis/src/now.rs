@@ -1,0 +1,50 @@
+//! When a script decides: on the Redis server's clock, or at a client's
+//! time, and how long keys then outlive their last charge.
+
+/// When a script decides: on the Redis server's clock, or at a client's
+/// time (client-clock mode) with the TTL slack that mode needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Now {
+    /// The script reads `TIME`; keys outlive their charges by [`SLACK_MS`].
+    Server,
+    /// The client's time, validated against [`slidegate::MAX_TIME_MS`];
+    /// keys outlive their charges by `slack_ms` of the server's clock
+    /// ([`SLACK_MS`] plus the clients' allowed clock skew).
+    Client {
+        /// The client's time (ms).
+        now_ms: u64,
+        /// The TTL slack (ms).
+        slack_ms: u64,
+    },
+}
+
+impl Now {
+    /// The scripts' time argument: `""` for the server's clock.
+    pub(crate) fn time_arg(self) -> String {
+        match self {
+            Now::Server => String::new(),
+            Now::Client { now_ms, .. } => now_ms.to_string(),
+        }
+    }
+
+    /// The general script's slack argument: `""` (its own `SLACK_MS`) for
+    /// the server's clock.
+    pub(crate) fn slack_arg(self) -> String {
+        match self {
+            Now::Server => String::new(),
+            Now::Client { slack_ms, .. } => slack_ms.to_string(),
+        }
+    }
+
+    /// How long keys outlive their charges.
+    pub(crate) fn slack_ms(self) -> u64 {
+        match self {
+            Now::Server => SLACK_MS,
+            Now::Client { slack_ms, .. } => slack_ms,
+        }
+    }
+}
+
+/// How long state keys outlive their last charge on the server's clock:
+/// `SLACK_MS` of prelude.lua.
+pub(crate) const SLACK_MS: u64 = 1000;
