@@ -16,7 +16,7 @@
 -- r = { limit, window (ms), buckets }. Every write sets the key's TTL.
 
 -- Keys live this long past the moment they hold no charge: a margin so a
--- key never vanishes while a charge in it still counts (src/commands.rs
+-- key never vanishes while a charge in it still counts (src/now.rs
 -- SLACK_MS). On the client's clock the entry script raises it by the skew
 -- the clients' clocks may have (set_slack): TTLs run on the server's clock,
 -- decisions on the client's.

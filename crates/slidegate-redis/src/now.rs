@@ -48,3 +48,25 @@ impl Now {
 /// How long state keys outlive their last charge on the server's clock:
 /// `SLACK_MS` of prelude.lua.
 pub(crate) const SLACK_MS: u64 = 1000;
+
+#[cfg(test)]
+mod tests {
+    /// The scripts spell the same constants: the prelude once, and the
+    /// fast paths, which run before it is defined, in numbers.
+    #[test]
+    fn the_scripts_spell_the_same_constants() {
+        let prelude = include_str!("../scripts/prelude.lua");
+        assert!(prelude.contains(&format!("local SLACK_MS = {}\n", super::SLACK_MS)));
+        assert!(prelude.contains(&format!("local MAX_TIME = {}\n", slidegate::MAX_TIME_MS)));
+        for fast in [include_str!("../scripts/fast_single.lua"), include_str!("../scripts/multi.lua")] {
+            assert!(
+                fast.contains(&format!("now <= {}", slidegate::MAX_TIME_MS))
+                    || fast.contains(&format!("now > {}", slidegate::MAX_TIME_MS))
+            );
+            assert!(
+                fast.contains(&format!("slack = {}", super::SLACK_MS))
+                    || fast.contains(&format!("and {} or", super::SLACK_MS))
+            );
+        }
+    }
+}
