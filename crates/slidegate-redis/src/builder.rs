@@ -17,7 +17,7 @@ use crate::cluster::{ClusterPool, DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FL
 use crate::connection::{Backend, Topology, parse_topology};
 use crate::errors::from_redis;
 use crate::keys::check_prefix;
-use crate::now::SLACK_MS;
+use crate::now::ClientClock;
 use crate::scripts::Scripts;
 use crate::sentinel::SentinelPool;
 use crate::store::{Inner, RedisStore};
@@ -242,8 +242,7 @@ impl RedisStoreBuilder {
         Ok(RedisStore::from_inner(Inner {
             backend,
             prefix: self.prefix,
-            clock: self.clock,
-            client_slack_ms: SLACK_MS + u64::try_from(self.max_clock_skew.as_millis()).unwrap_or(u64::MAX),
+            clock: self.clock.map(|clock| ClientClock::new(clock, self.max_clock_skew)),
             scripts,
             servers: described,
             field_ttl,

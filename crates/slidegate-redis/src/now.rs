@@ -1,6 +1,11 @@
 //! When a script decides: on the Redis server's clock, or at a client's
 //! time, and how long keys then outlive their last charge.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use slidegate::{Clock, Error, validate_time};
+
 /// When a script decides: on the Redis server's clock, or at a client's
 /// time (client-clock mode) with the TTL slack that mode needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +53,30 @@ impl Now {
 /// How long state keys outlive their last charge on the server's clock:
 /// `SLACK_MS` of prelude.lua.
 pub(crate) const SLACK_MS: u64 = 1000;
+
+/// Client-clock mode's clock, and how long keys outlive their last charge
+/// in that mode ([`SLACK_MS`] plus the clients' allowed clock skew).
+pub(crate) struct ClientClock {
+    clock: Arc<dyn Clock>,
+    slack_ms: u64,
+}
+
+impl ClientClock {
+    pub(crate) fn new(clock: Arc<dyn Clock>, max_skew: Duration) -> ClientClock {
+        let skew_ms = u64::try_from(max_skew.as_millis()).unwrap_or(u64::MAX);
+        ClientClock { clock, slack_ms: SLACK_MS.saturating_add(skew_ms) }
+    }
+
+    /// The client's time now.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidTime`](slidegate::ErrorKind::InvalidTime) when the clock
+    /// reads beyond [`MAX_TIME_MS`](slidegate::MAX_TIME_MS).
+    pub(crate) fn now(&self) -> Result<Now, Error> {
+        Ok(Now::Client { now_ms: validate_time(self.clock.now_ms())?, slack_ms: self.slack_ms })
+    }
+}
 
 #[cfg(test)]
 mod tests {

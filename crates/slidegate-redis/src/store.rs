@@ -4,8 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use slidegate::{
-    BatchItem, Clock, Decision, Dimension, Error, MultiDecision, Rule, Store, validate_cost,
-    validate_dimensions, validate_time,
+    BatchItem, Decision, Dimension, Error, MultiDecision, Rule, Store, validate_cost, validate_dimensions,
 };
 
 use crate::auto_batch::AutoBatch;
@@ -13,7 +12,7 @@ use crate::commands::{self, Call, Check, Ints};
 use crate::connection::Backend;
 use crate::cross_slot;
 use crate::errors::from_redis;
-use crate::now::Now;
+use crate::now::{ClientClock, Now};
 use crate::scripts::Scripts;
 
 /// A [`Store`] on Redis: one standalone server or a Redis Cluster.
@@ -66,10 +65,7 @@ pub(crate) struct Inner {
     pub(crate) backend: Arc<Backend>,
     pub(crate) prefix: String,
     /// `None`: the Redis server's clock decides.
-    pub(crate) clock: Option<Arc<dyn Clock>>,
-    /// Client-clock mode: how long keys outlive their last charge
-    /// (`SLACK_MS` plus the clients' allowed clock skew).
-    pub(crate) client_slack_ms: u64,
+    pub(crate) clock: Option<ClientClock>,
     pub(crate) scripts: Arc<Scripts>,
     /// The servers, passwords hidden: only for `Debug`.
     pub(crate) servers: String,
@@ -120,13 +116,7 @@ impl RedisStore {
     /// [`InvalidTime`](slidegate::ErrorKind::InvalidTime) when the client
     /// clock reads beyond [`MAX_TIME_MS`](slidegate::MAX_TIME_MS).
     pub(crate) fn now(&self) -> Result<Now, Error> {
-        match &self.inner.clock {
-            None => Ok(Now::Server),
-            Some(clock) => Ok(Now::Client {
-                now_ms: validate_time(clock.now_ms())?,
-                slack_ms: self.inner.client_slack_ms,
-            }),
-        }
+        self.inner.clock.as_ref().map_or(Ok(Now::Server), ClientClock::now)
     }
 
     pub(crate) fn scripts(&self) -> &Scripts {
