@@ -12,7 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Script;
 use redis::aio::ConnectionManager;
-use slidegate::{Decision, Error, ErrorKind, Rule, Store};
+use slidegate::store::{Request, Store};
+use slidegate::{Decision, Error, ErrorKind};
 
 /// The baseline as a [`Store`]: admits by the naive script's answer.
 /// `remaining` and `reset_after` are not computed by that script and are
@@ -57,7 +58,8 @@ async fn connect(url: &str) -> anyhow::Result<ConnectionManager> {
 }
 
 impl Store for NaiveZset {
-    async fn check(&self, rule: &Rule, key: &str, _cost: u32) -> Result<Decision, Error> {
+    async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
+        let (rule, key) = (request.rule(), request.identity().as_str());
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let member = format!("{now}-{}", rand::random::<u32>());
         let mut invocation = self.script.key(format!("{}{key}", self.prefix));
@@ -100,7 +102,8 @@ impl Ping {
 }
 
 impl Store for Ping {
-    async fn check(&self, rule: &Rule, _key: &str, _cost: u32) -> Result<Decision, Error> {
+    async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
+        let rule = request.rule();
         redis::cmd("PING")
             .query_async::<()>(&mut self.conn.clone())
             .await

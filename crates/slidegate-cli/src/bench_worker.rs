@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use rand::Rng;
 use rand::rngs::SmallRng;
-use slidegate::{Limiter, State, Store};
+use slidegate::{Limiter, Source, State, Store};
 
 use crate::bench::{BenchPlan, Bound};
 use crate::bench_pacer::Pacer;
 use crate::cli::KeyOrder;
-use crate::store_calls::{Observed, asking};
 
 /// A task yields to the scheduler every this many checks, so that checks
 /// that answer without waiting (memory store, deny cache, open breaker)
@@ -49,7 +48,7 @@ pub(crate) struct Tally {
 /// One task's share of the run.
 pub(crate) struct Worker<S> {
     /// A clone of the one limiter every task shares (breaker, deny cache).
-    pub(crate) limiter: Limiter<Observed<S>>,
+    pub(crate) limiter: Limiter<S>,
     /// What to run.
     pub(crate) plan: BenchPlan,
     /// When the run started (the open loop's schedule counts from it).
@@ -114,8 +113,7 @@ impl<S: Store> Worker<S> {
                 Some(due) if late => due,
                 _ => Instant::now(),
             };
-            let (result, store_asked) =
-                asking(self.limiter.check_n(&self.plan.rule, &key, self.plan.cost)).await;
+            let result = self.limiter.check_n(&self.plan.rule, &key, self.plan.cost).await;
             let micros = u64::try_from(asked_at.elapsed().as_micros()).unwrap_or(u64::MAX);
             self.latency.saturating_record(micros);
             match result {
@@ -124,9 +122,7 @@ impl<S: Store> Worker<S> {
                     verdict.fetch_add(1, Relaxed);
                     if decision.state == State::Degraded {
                         self.tally.degraded.fetch_add(1, Relaxed);
-                    } else if !decision.allowed && !store_asked {
-                        // A denial the limiter made up itself without the
-                        // failure policy: the deny cache's.
+                    } else if decision.source == Source::DenyCache {
                         self.tally.deny_cache_hits.fetch_add(1, Relaxed);
                     }
                 }

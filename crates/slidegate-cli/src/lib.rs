@@ -32,7 +32,6 @@ pub mod redis_stats;
 pub mod replay;
 pub mod rule_args;
 pub mod simulate;
-pub mod store_calls;
 pub mod store_choice;
 
 use cli::{Cli, Command};

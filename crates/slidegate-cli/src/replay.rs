@@ -18,7 +18,8 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::error::Category;
-use slidegate::{MAX_TIME_MS, ManualClock, MemoryStore, Rule, Store};
+use slidegate::store::{Request, Store};
+use slidegate::{MAX_TIME_MS, ManualClock, MemoryStore, Rule};
 
 use crate::cli::ReplayArgs;
 use crate::store_choice::{AnyStore, RedisOptions, StoreSpec, connect_redis, run_prefix};
@@ -167,8 +168,9 @@ pub async fn replay<S: Store>(
         let request = parse_line(line, rule, previous_at).with_context(|| format!("line {number}"))?;
         previous_at = request.at_ms;
         clock.set(request.at_ms);
-        let decision =
-            store.check(rule, &request.key, request.cost).await.with_context(|| format!("line {number}"))?;
+        let valid =
+            Request::new(rule, &request.key, request.cost).with_context(|| format!("line {number}"))?;
+        let decision = store.check(&valid).await.with_context(|| format!("line {number}"))?;
         let out = DecisionLine {
             at_ms: request.at_ms,
             key: &request.key,

@@ -7,7 +7,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use slidegate::{Decision, Dimension, Error, ManualClock, MemoryStore, MultiDecision, Rule, Store};
+use slidegate::store::{Dimensions, Request, Store};
+use slidegate::{Decision, Error, ManualClock, MemoryStore, MultiDecision};
 use slidegate_redis::{RedisStore, redact_url};
 
 /// A parsed `--store` value.
@@ -169,19 +170,19 @@ pub enum AnyStore {
 }
 
 impl Store for AnyStore {
-    async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
+    async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
         match self {
-            AnyStore::Memory(store) => store.check(rule, key, cost).await,
-            AnyStore::Redis(store) => store.check(rule, key, cost).await,
-            AnyStore::Naive(store) => store.check(rule, key, cost).await,
-            AnyStore::Ping(store) => store.check(rule, key, cost).await,
+            AnyStore::Memory(store) => store.check(request).await,
+            AnyStore::Redis(store) => store.check(request).await,
+            AnyStore::Naive(store) => store.check(request).await,
+            AnyStore::Ping(store) => store.check(request).await,
         }
     }
 
-    async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
+    async fn check_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
         match self {
-            AnyStore::Memory(store) => store.check_all(dimensions, cost).await,
-            AnyStore::Redis(store) => store.check_all(dimensions, cost).await,
+            AnyStore::Memory(store) => store.check_all(dimensions).await,
+            AnyStore::Redis(store) => store.check_all(dimensions).await,
             AnyStore::Naive(_) | AnyStore::Ping(_) => {
                 Err(Error::new(slidegate::ErrorKind::Backend, "the baselines have no multi-dimension checks"))
             }

@@ -18,13 +18,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use redis::{FromRedisValue, Value};
+use redis::Value;
 use slidegate::{Error, ErrorKind};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::commands::{self, Check, Ints};
+use crate::calls::single::Check;
+use crate::calls::{Ints, multi};
 use crate::connection::Backend;
-use crate::errors::{from_redis, from_script_message};
 use crate::now::Now;
 use crate::scripts::Scripts;
 
@@ -160,11 +160,7 @@ async fn drive(mut queue: mpsc::Receiver<Job>, sender: Sender, max: usize) {
 impl Sender {
     /// One check as its own single-script call.
     async fn send_one(&self, check: &Check) -> Result<Ints, Error> {
-        let call = check.single(&self.scripts, Now::Server, self.field_ttl);
-        self.backend
-            .run(call.script, &call.cmd)
-            .await
-            .map_err(|e| from_redis("running the limiter script", &e))
+        self.backend.run(&check.call(&self.scripts, Now::Server, self.field_ttl)).await
     }
 
     async fn send(&self, mut jobs: Vec<Job>) {
@@ -179,35 +175,13 @@ impl Sender {
             return;
         }
         let checks: Vec<&Check> = jobs.iter().map(|job| &job.check).collect();
-        let call = commands::multi(&self.scripts, &checks, Now::Server, self.field_ttl);
-        let replies: Vec<Result<Ints, Error>> = match self.backend.run::<Value>(call.script, &call.cmd).await
-        {
-            Ok(Value::Array(items)) if items.len() == jobs.len() => {
-                items.into_iter().map(one_reply).collect()
-            }
-            Ok(other) => {
-                let message = format!("unexpected multi-script reply {other:?}");
-                jobs.iter().map(|_| Err(Error::new(ErrorKind::Backend, message.as_str()))).collect()
-            }
-            Err(error) => {
-                let error = from_redis("running the limiter script", &error);
-                jobs.iter().map(|_| Err(Error::new(error.kind(), error.message()))).collect()
-            }
+        let call = multi::call(&self.scripts, &checks, Now::Server, self.field_ttl);
+        let replies = match self.backend.run::<Value>(&call).await {
+            Ok(reply) => multi::decode(reply, jobs.len()),
+            Err(error) => jobs.iter().map(|_| Err(Error::new(error.kind(), error.message()))).collect(),
         };
         for (job, reply) in jobs.into_iter().zip(replies) {
             let _ = job.reply.send(reply);
         }
-    }
-}
-
-/// One check's part of a multi-script reply: its single script's reply,
-/// or the message of the error its check met.
-fn one_reply(item: Value) -> Result<Ints, Error> {
-    match item {
-        Value::BulkString(bytes) => {
-            Err(from_script_message("running the limiter script", &String::from_utf8_lossy(&bytes)))
-        }
-        item => Ints::from_redis_value(item)
-            .map_err(|e| Error::new(ErrorKind::Backend, format!("unexpected multi-script reply: {e}"))),
     }
 }

@@ -1,84 +1,90 @@
-//! Batches: many independent checks in one round trip.
+//! Explicit batches ([`Store::check_batch`](slidegate::Store::check_batch)):
+//! many independent requests in one round trip per server (per slot on a
+//! Cluster, all slots at once).
 //!
-//! Every check becomes its own script call. On a standalone server the
-//! calls go out as one pipeline (redis-rs auto-pipelining on the shared connection would send
-//! them together too, but an explicit pipeline is one write and one read).
-//! A check that fails does not fail the others. Calls answered `NOSCRIPT`
-//! (a restart or `SCRIPT FLUSH` between batches) are reloaded and sent again
-//! — only those: the others already ran and must not run twice.
+//! Consecutive requests without a penalty go as one multi-script call
+//! (up to [`MAX_MULTI`] checks), a lone one as its single script's call, a
+//! request with a penalty as its own general-script call; the calls of one
+//! server or slot go as one pipeline, in input order, so requests for the
+//! same key are decided in the order given. A request that fails does not
+//! fail the others.
 
-use futures_util::future::join_all;
 use std::collections::BTreeMap;
 
-use redis::aio::ConnectionLike;
-use redis::{RedisResult, ServerErrorKind};
-use slidegate::{BatchItem, Decision, Error, ErrorKind, validate_cost};
+use futures_util::future::join_all;
+use redis::{FromRedisValue, Value};
+use slidegate::store::Request;
+use slidegate::{Decision, Error, ErrorKind};
 
+use crate::calls::single::Check;
+use crate::calls::{Call, Ints, general, multi, single};
 use crate::cluster::identity_slot;
-use crate::commands::{self, Call, Ints};
-use crate::connection::Backend;
-use crate::errors::from_redis;
 use crate::store::RedisStore;
 
-/// The most checks sent in one pipeline; larger batches go in several.
-const MAX_PIPELINE: usize = 1000;
+/// The most checks in one multi-script call: one call holds the server
+/// for all of its checks, so a large batch is cut into several.
+const MAX_MULTI: usize = 256;
+/// The most calls in one pipeline.
+const MAX_PIPELINE: usize = 256;
+
+/// What one call of a batch decides.
+enum Part {
+    /// One request, by its single script.
+    Single(usize),
+    /// Several requests, by the multi script.
+    Multi(Vec<usize>),
+    /// One request with a penalty, by the general script.
+    General(usize),
+}
 
 pub(crate) async fn check_batch(
     store: &RedisStore,
-    requests: &[BatchItem<'_>],
+    requests: &[Request<'_>],
 ) -> Vec<Result<Decision, Error>> {
-    let now = store.now();
-    let mut results: Vec<Option<Result<Decision, Error>>> = (0..requests.len()).map(|_| None).collect();
-    let mut calls: Vec<(usize, Call<'_>)> = Vec::with_capacity(requests.len());
-    for (i, &(rule, key, cost)) in requests.iter().enumerate() {
-        let call = validate_cost(rule, cost).and_then(|()| {
-            let now = now.as_ref().map_err(clone_error)?;
-            commands::single(store.scripts(), store.prefix(), rule, key, cost, *now, store.uses_field_ttl())
-        });
-        match call {
-            Ok(call) => calls.push((i, call)),
-            Err(error) => results[i] = Some(Err(error)),
+    let now = match store.now() {
+        Ok(now) => now,
+        Err(error) => {
+            return requests.iter().map(|_| Err(Error::new(error.kind(), error.message()))).collect();
         }
-    }
-    // Whether every reply of a pipeline failed for the store's sake.
-    let failed = |replies: &Vec<Result<Ints, Error>>| {
-        !replies.is_empty() && replies.iter().all(|r| r.as_ref().is_err_and(Error::is_transient))
     };
-    match store.backend() {
-        // One server: one pipeline per chunk.
-        Backend::Standalone(conn) => {
-            for chunk in calls.chunks(MAX_PIPELINE) {
-                let replies = send_reloading(conn.clone(), chunk).await;
-                file(requests, chunk, replies, &mut results);
+    let checks: Vec<Option<Check>> = requests
+        .iter()
+        .map(|r| r.rule().penalty().is_none().then(|| Check::new(store.prefix(), r)))
+        .collect();
+    let parts = plan(requests, &checks, store.is_cluster());
+    let (scripts, field_ttl) = (store.scripts(), store.uses_field_ttl());
+    let call_of = |part: &Part| -> Call<'_> {
+        match part {
+            Part::Single(i) => checks[*i].as_ref().map_or_else(
+                || {
+                    general::call(
+                        scripts,
+                        store.prefix(),
+                        &[&requests[*i]],
+                        requests[*i].cost(),
+                        now,
+                        field_ttl,
+                    )
+                },
+                |check| check.call(scripts, now, field_ttl),
+            ),
+            Part::Multi(indices) => {
+                let batch: Vec<&Check> = indices.iter().filter_map(|&i| checks[i].as_ref()).collect();
+                multi::call(scripts, &batch, now, field_ttl)
+            }
+            Part::General(i) => {
+                general::call(scripts, store.prefix(), &[&requests[*i]], requests[*i].cost(), now, field_ttl)
             }
         }
-        // The same on the primary the sentinels name, asking them again when
-        // a batch is abandoned or fails as a failover would make it fail.
-        Backend::Sentinel(pool) => {
-            for chunk in calls.chunks(MAX_PIPELINE) {
-                let replies = pool.watched(send_reloading(pool.connection(), chunk), failed).await;
-                file(requests, chunk, replies, &mut results);
-            }
-        }
-        // A Cluster pipeline must stay within one slot: one pipeline per
-        // slot (in input order within it, so the same key is decided in
-        // order), all slots at once, within the lanes' caps and stall
-        // counts like single calls. Calls were built from valid keys, so
-        // their slot is known.
-        Backend::Cluster(pool) => {
-            let mut by_slot: BTreeMap<u16, Vec<(usize, Call<'_>)>> = BTreeMap::new();
-            for (i, call) in calls {
-                let slot = identity_slot(requests[i].1).unwrap_or_default();
-                by_slot.entry(slot).or_default().push((i, call));
-            }
-            let groups: Vec<Vec<(usize, Call<'_>)>> = by_slot.into_values().collect();
-            let sends = groups.iter().flat_map(|group| group.chunks(MAX_PIPELINE)).map(|chunk| async move {
-                let answered = |replies: &Vec<Result<Ints, Error>>| !failed(replies);
-                (chunk, pool.on_lane(|conn| send_reloading(conn, chunk), answered).await)
-            });
-            for (chunk, replies) in join_all(sends).await {
-                file(requests, chunk, replies, &mut results);
-            }
+    };
+    let sends = parts.iter().flat_map(|slot| slot.chunks(MAX_PIPELINE)).map(|chunk| async move {
+        let calls: Vec<Call<'_>> = chunk.iter().map(call_of).collect();
+        (chunk, store.backend().pipeline(&calls).await)
+    });
+    let mut results: Vec<Option<Result<Decision, Error>>> = (0..requests.len()).map(|_| None).collect();
+    for (chunk, replies) in join_all(sends).await {
+        for (part, reply) in chunk.iter().zip(replies) {
+            file(requests, part, reply, &mut results);
         }
     }
     results
@@ -87,95 +93,74 @@ pub(crate) async fn check_batch(
         .collect()
 }
 
-/// Puts the decoded `replies` of `chunk` into `results`.
+/// The calls of a batch, per server or Cluster slot, in input order.
+fn plan(requests: &[Request<'_>], checks: &[Option<Check>], cluster: bool) -> Vec<Vec<Part>> {
+    let mut slots: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    for (i, request) in requests.iter().enumerate() {
+        let slot = if cluster { identity_slot(request.identity()) } else { 0 };
+        slots.entry(slot).or_default().push(i);
+    }
+    slots
+        .into_values()
+        .map(|indices| {
+            let mut parts = Vec::new();
+            let mut run: Vec<usize> = Vec::new();
+            let flush = |run: &mut Vec<usize>, parts: &mut Vec<Part>| match run.len() {
+                0 => {}
+                1 => parts.push(Part::Single(run[0])),
+                _ => parts.push(Part::Multi(std::mem::take(run))),
+            };
+            for i in indices {
+                if checks[i].is_none() {
+                    flush(&mut run, &mut parts);
+                    run.clear();
+                    parts.push(Part::General(i));
+                    continue;
+                }
+                run.push(i);
+                if run.len() == MAX_MULTI {
+                    flush(&mut run, &mut parts);
+                }
+            }
+            flush(&mut run, &mut parts);
+            parts
+        })
+        .collect()
+}
+
+/// Decodes one call's reply into the results of its requests.
 fn file(
-    requests: &[BatchItem<'_>],
-    chunk: &[(usize, Call<'_>)],
-    replies: Vec<Result<Ints, Error>>,
+    requests: &[Request<'_>],
+    part: &Part,
+    reply: Result<Value, Error>,
     results: &mut [Option<Result<Decision, Error>>],
 ) {
-    for ((i, call), reply) in chunk.iter().zip(replies) {
-        let rule = requests[*i].0;
-        results[*i] = Some(reply.and_then(|reply| commands::single_reply(rule, call.shape, &reply)));
-    }
-}
-
-/// Sends `calls` as one pipeline; resends the ones answered `NOSCRIPT`
-/// once, after loading their scripts.
-async fn send_reloading<C: ConnectionLike + Clone>(
-    conn: C,
-    calls: &[(usize, Call<'_>)],
-) -> Vec<Result<Ints, Error>> {
-    let mut replies = match pipeline(&conn, calls.iter().map(|(_, c)| c)).await {
-        Ok(replies) => replies,
-        Err(error) => return calls.iter().map(|_| Err(clone_error(&error))).collect(),
+    let ints = |value: Value| {
+        Ints::from_redis_value(value)
+            .map_err(|e| Error::new(ErrorKind::Backend, format!("unexpected script reply: {e}")))
     };
-    let missing: Vec<usize> = replies
-        .iter()
-        .enumerate()
-        .filter(
-            |(_, r)| matches!(r, Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::NoScript)),
-        )
-        .map(|(i, _)| i)
-        .collect();
-    if !missing.is_empty() {
-        metrics::counter!("slidegate_script_reloads_total").increment(1);
-        tracing::info!(target: "slidegate", "scripts missing on the server (NOSCRIPT): reloading for a batch");
-        // Only the checks that did not run are sent again, or fail: the
-        // others ran (and charged) and keep their answers.
-        match resend(&conn, calls, &missing).await {
-            Ok(again) => {
-                for (&i, reply) in missing.iter().zip(again) {
-                    replies[i] = reply;
+    match part {
+        Part::Single(i) => {
+            let rule = requests[*i].rule();
+            results[*i] = Some(reply.and_then(ints).and_then(|r| match rule.penalty() {
+                None => single::decode(rule, &r),
+                Some(_) => general::decode_one(rule, &r),
+            }));
+        }
+        Part::General(i) => {
+            results[*i] =
+                Some(reply.and_then(ints).and_then(|r| general::decode_one(requests[*i].rule(), &r)));
+        }
+        Part::Multi(indices) => {
+            let replies = match reply {
+                Ok(value) => multi::decode(value, indices.len()),
+                Err(error) => {
+                    indices.iter().map(|_| Err(Error::new(error.kind(), error.message()))).collect()
                 }
-            }
-            Err(error) => {
-                for &i in &missing {
-                    replies[i] = Err(redis::RedisError::from((
-                        redis::ErrorKind::Io,
-                        "resending after NOSCRIPT failed",
-                        error.to_string(),
-                    )));
-                }
+            };
+            for (&i, reply) in indices.iter().zip(replies) {
+                results[i] = Some(reply.and_then(|r| single::decode(requests[i].rule(), &r)));
             }
         }
     }
-    replies.into_iter().map(|r| r.map_err(|e| from_redis("running the limiter script", &e))).collect()
-}
-
-/// Loads the scripts of `calls[missing]` and sends those calls again.
-async fn resend<C: ConnectionLike + Clone>(
-    conn: &C,
-    calls: &[(usize, Call<'_>)],
-    missing: &[usize],
-) -> Result<Vec<RedisResult<Ints>>, Error> {
-    let mut conn = conn.clone();
-    let mut loaded = Vec::new();
-    for &i in missing {
-        let script = calls[i].1.script;
-        if !loaded.contains(&script.get_hash()) {
-            script.load_async(&mut conn).await.map_err(|e| from_redis("reloading a script", &e))?;
-            loaded.push(script.get_hash());
-        }
-    }
-    pipeline(&conn, missing.iter().map(|&i| &calls[i].1)).await
-}
-
-/// One pipeline of `calls`; per-call results, or an error for the whole
-/// round trip.
-async fn pipeline<'c, C: ConnectionLike + Clone>(
-    conn: &C,
-    calls: impl Iterator<Item = &'c Call<'c>>,
-) -> Result<Vec<RedisResult<Ints>>, Error> {
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
-    for call in calls {
-        pipe.add_command(call.cmd.clone());
-    }
-    pipe.query_async(&mut conn.clone()).await.map_err(|e| from_redis("sending a batch", &e))
-}
-
-/// The same failure, for every check of a batch whose round trip failed.
-fn clone_error(error: &Error) -> Error {
-    Error::new(error.kind(), error.message())
 }

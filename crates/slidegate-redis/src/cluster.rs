@@ -17,12 +17,11 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use redis::RedisResult;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, FromRedisValue, RedisResult, Script};
+use slidegate::store::Identity;
 use tokio::sync::Semaphore;
-
-use crate::scripts;
 
 /// Default most calls in flight on one cluster connection.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
@@ -95,18 +94,6 @@ impl ClusterPool {
         lock(&lane.conn).clone()
     }
 
-    /// Runs a script call with NOSCRIPT reload on one lane, within its cap.
-    pub(crate) async fn run<T: FromRedisValue>(&self, script: &Script, cmd: &Cmd) -> RedisResult<T> {
-        self.on_lane(
-            |mut conn| async move { scripts::run(&mut conn, script, cmd).await },
-            |result| match result {
-                Ok(_) => true,
-                Err(e) => !(e.is_timeout() || e.is_io_error() || e.is_connection_dropped()),
-            },
-        )
-        .await
-    }
-
     /// Runs `send` (one call or a pipeline) on one lane's connection,
     /// within the lane's cap on calls in flight; `answered` tells from the
     /// result whether the server answered at all, for the lane's stall
@@ -158,14 +145,10 @@ fn lock(conn: &Mutex<ClusterConnection>) -> std::sync::MutexGuard<'_, ClusterCon
     conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The Cluster slot of every key of `key`'s identity: the identity is the
-/// keys' `{…}` hash tag (never empty, never holding a brace).
-///
-/// # Errors
-///
-/// [`InvalidKey`](slidegate::ErrorKind::InvalidKey) for an empty key.
-pub(crate) fn identity_slot(key: &str) -> Result<u16, slidegate::Error> {
-    Ok(crc16(slidegate::encode_identity(key)?.as_bytes()) % 16384)
+/// The Cluster slot of every key of an (encoded) identity: the identity
+/// is the keys' `{…}` hash tag (never empty, never holding a brace).
+pub(crate) fn identity_slot(identity: &Identity<'_>) -> u16 {
+    crc16(identity.as_str().as_bytes()) % 16384
 }
 
 fn crc16(data: &[u8]) -> u16 {
@@ -181,6 +164,8 @@ fn crc16(data: &[u8]) -> u16 {
 
 #[cfg(test)]
 mod tests {
+    use slidegate::store::Identity;
+
     /// Redis' own rule, for checking `identity_slot` against: the slot of
     /// `key` is CRC16/XMODEM of its hash tag (or of all of it), mod 16384.
     fn slot_of(key: &str) -> u16 {
@@ -201,8 +186,9 @@ mod tests {
         assert_eq!(slot_of("foo{}{bar}"), super::crc16(b"foo{}{bar}") % 16384, "empty tag: the whole key");
         assert_eq!(slot_of("foo{{bar}}zap"), slot_of("{bar"));
         assert_eq!(slot_of("sg:api:{alice}:log"), slot_of("alice"));
-        assert_eq!(super::identity_slot("alice").unwrap(), slot_of("sg:api:{alice}:log"));
-        let hostile = slidegate::encode_identity("{x}").unwrap();
-        assert_eq!(super::identity_slot("{x}").unwrap(), slot_of(&format!("p:r:{{{hostile}}}:log")));
+        let identity = |key| Identity::new(key).expect("valid key");
+        assert_eq!(super::identity_slot(&identity("alice")), slot_of("sg:api:{alice}:log"));
+        let hostile = identity("{x}");
+        assert_eq!(super::identity_slot(&hostile), slot_of(&format!("p:r:{{{hostile}}}:log")));
     }
 }

@@ -2,14 +2,14 @@
 //! reconnecting `ConnectionManager`) or a Cluster (through a
 //! [`ClusterPool`]); and how a URL names them.
 
+use redis::RedisResult;
 use redis::aio::ConnectionManager;
-use redis::{Cmd, FromRedisValue, RedisResult, Script};
 use slidegate::{Error, ErrorKind};
 
 use std::sync::Arc;
 
 use crate::cluster::ClusterPool;
-use crate::scripts::{self, Scripts};
+use crate::scripts::Scripts;
 use crate::sentinel::SentinelPool;
 use crate::url::redact_url;
 
@@ -21,15 +21,6 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
-    /// Runs one script call (reloading the script on `NOSCRIPT`).
-    pub(crate) async fn run<T: FromRedisValue>(&self, script: &Script, cmd: &Cmd) -> RedisResult<T> {
-        match self {
-            Backend::Standalone(conn) => scripts::run(&mut conn.clone(), script, cmd).await,
-            Backend::Cluster(pool) => pool.run(script, cmd).await,
-            Backend::Sentinel(pool) => pool.run(script, cmd).await,
-        }
-    }
-
     /// Loads every script (on every node of a Cluster).
     pub(crate) async fn load_scripts(&self, scripts: &Scripts) -> RedisResult<()> {
         for script in scripts.all() {

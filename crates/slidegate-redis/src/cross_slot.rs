@@ -21,39 +21,37 @@
 use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
-use slidegate::{Dimension, Error, ErrorKind, MultiDecision, Rule};
+use slidegate::store::{Dimensions, Request};
+use slidegate::{Error, ErrorKind, MultiDecision, Rule};
 use tokio::sync::oneshot;
 
+use crate::calls::general::{self, Reply};
+use crate::calls::release as release_call;
 use crate::cluster::identity_slot;
-use crate::commands::{self, GeneralReply};
 use crate::store::RedisStore;
 
 /// Dimension indices grouped by the slot of their keys, in slot order.
-pub(crate) fn group_by_slot(dimensions: &[Dimension<'_>]) -> Result<Vec<Vec<usize>>, Error> {
+pub(crate) fn group_by_slot(requests: &[Request<'_>]) -> Vec<Vec<usize>> {
     let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
-    for (i, (_, key)) in dimensions.iter().enumerate() {
-        groups.entry(identity_slot(key)?).or_default().push(i);
+    for (i, request) in requests.iter().enumerate() {
+        groups.entry(identity_slot(request.identity())).or_default().push(i);
     }
-    Ok(groups.into_values().collect())
+    groups.into_values().collect()
 }
 
 /// Decides `dimensions` spread over several slots (see the module docs).
 pub(crate) async fn check_all(
     store: &RedisStore,
-    dimensions: &[Dimension<'_>],
+    dimensions: &Dimensions<'_>,
     groups: &[Vec<usize>],
-    cost: u32,
 ) -> Result<MultiDecision, Error> {
+    let (requests, cost) = (dimensions.requests(), dimensions.cost());
     // Owned, per slot, for the task.
-    let parts: Vec<Vec<(Rule, String)>> = groups
-        .iter()
-        .map(|g| g.iter().map(|&i| (dimensions[i].0.clone(), dimensions[i].1.to_owned())).collect())
-        .collect();
-    let (store, groups, count) = (store.clone(), groups.to_vec(), dimensions.len());
+    let parts: Vec<Vec<Request<'static>>> =
+        groups.iter().map(|g| g.iter().map(|&i| requests[i].clone().into_owned()).collect()).collect();
+    let (store, groups, count) = (store.clone(), groups.to_vec(), requests.len());
     let (answer, answered) = oneshot::channel();
     tokio::spawn(async move {
-        let parts: Vec<Vec<Dimension<'_>>> =
-            parts.iter().map(|part| part.iter().map(|(rule, key)| (rule, key.as_str())).collect()).collect();
         let (result, charged) = reserve(&store, &parts, cost).await;
         // Admitted when every part was charged.
         let admitted = result.as_ref().is_ok_and(|replies| charged.len() == replies.len());
@@ -96,28 +94,27 @@ pub(crate) async fn check_all(
 /// to release, whose decisions already show the room they give back.
 async fn reserve(
     store: &RedisStore,
-    parts: &[Vec<Dimension<'_>>],
+    parts: &[Vec<Request<'_>>],
     cost: u32,
-) -> (Result<Vec<GeneralReply>, Error>, Vec<(usize, GeneralReply)>) {
+) -> (Result<Vec<Reply>, Error>, Vec<(usize, Reply)>) {
     let now = match store.now() {
         Ok(now) => now,
         Err(error) => return (Err(error), Vec::new()),
     };
-    let mut calls = Vec::with_capacity(parts.len());
-    for part in parts {
-        match commands::general(store.scripts(), store.prefix(), part, cost, now, store.uses_field_ttl()) {
-            Ok(call) => calls.push(call),
-            // Nothing sent yet: nothing to release.
-            Err(error) => return (Err(error), Vec::new()),
-        }
-    }
+    let calls: Vec<_> = parts
+        .iter()
+        .map(|part| {
+            let part: Vec<&Request<'_>> = part.iter().collect();
+            general::call(store.scripts(), store.prefix(), &part, cost, now, store.uses_field_ttl())
+        })
+        .collect();
     let replies = join_all(calls.iter().map(|call| store.send(call))).await;
 
-    let mut decoded: Vec<Option<GeneralReply>> = Vec::with_capacity(parts.len());
+    let mut decoded: Vec<Option<Reply>> = Vec::with_capacity(parts.len());
     let mut failure = None;
     for (part, reply) in parts.iter().zip(replies) {
-        let rules: Vec<&Rule> = part.iter().map(|(rule, _)| *rule).collect();
-        match reply.and_then(|reply| commands::general_reply(&rules, &reply)) {
+        let rules: Vec<&Rule> = part.iter().map(Request::rule).collect();
+        match reply.and_then(|reply| general::decode(&rules, &reply)) {
             Ok(reply) => decoded.push(Some(reply)),
             Err(error) => {
                 decoded.push(None);
@@ -126,7 +123,7 @@ async fn reserve(
         }
     }
     // A part is charged when all its dimensions admitted.
-    let charged: Vec<(usize, GeneralReply)> = decoded
+    let charged: Vec<(usize, Reply)> = decoded
         .iter()
         .enumerate()
         .filter_map(|(i, reply)| {
@@ -155,15 +152,8 @@ async fn reserve(
 /// ran, and running it twice could take back another request's charge of
 /// the same millisecond. If it fails, the charge stays until it leaves
 /// the window (every key has a TTL): the error errs on the side of the limit.
-async fn release(store: &RedisStore, part: &[Dimension<'_>], reply: &GeneralReply, cost: u32) {
-    let call =
-        match commands::release(store.scripts(), store.prefix(), part, &reply.receipts, cost, reply.now) {
-            Ok(call) => call,
-            Err(error) => {
-                tracing::error!(target: "slidegate", %error, "cannot build a release");
-                return;
-            }
-        };
+async fn release(store: &RedisStore, part: &[Request<'_>], reply: &Reply, cost: u32) {
+    let call = release_call::call(store.scripts(), store.prefix(), part, &reply.receipts, cost, reply.now);
     match store.send(&call).await {
         Ok(_) => metrics::counter!("slidegate_cross_slot_releases_total").increment(1),
         Err(error) => {

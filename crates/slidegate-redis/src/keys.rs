@@ -10,10 +10,11 @@
 //! The `{identity}` hash tag puts every key of one identity (its state,
 //! its violations and its ban) in one Cluster slot, so one script may
 //! touch them all. The identity has already been made safe by
-//! [`slidegate::encode_identity`]: it cannot contain braces, so nobody can
+//! [`slidegate::store::encode_identity`]: it cannot contain braces, so nobody can
 //! steer the slot, and it is at most 128 bytes.
 
-use slidegate::{Error, ErrorKind, Rule, encode_identity};
+use slidegate::store::Identity;
+use slidegate::{Error, ErrorKind, Rule};
 
 /// The longest key prefix: keys stay short, and a prefix is a namespace,
 /// not data.
@@ -72,8 +73,8 @@ pub fn check_prefix(prefix: &str) -> Result<(), Error> {
 /// # Ok::<(), slidegate::Error>(())
 /// ```
 pub fn state_key(prefix: &str, rule: &Rule, key: &str) -> Result<String, Error> {
-    let identity = encode_identity(key)?;
-    Ok(key_for(prefix, rule, &identity, &rule.state_part()))
+    let identity = Identity::new(key)?;
+    Ok(key_for(prefix, rule, identity.as_str(), &rule.state_part()))
 }
 
 /// The keys of `rule`'s penalty for `key`: its violations and its ban,
@@ -95,8 +96,8 @@ pub fn state_key(prefix: &str, rule: &Rule, key: &str) -> Result<String, Error> 
 /// # Ok::<(), slidegate::Error>(())
 /// ```
 pub fn penalty_keys(prefix: &str, rule: &Rule, key: &str) -> Result<[String; 2], Error> {
-    let identity = encode_identity(key)?;
-    let [_, violations, ban] = keys_of(prefix, rule, &identity);
+    let identity = Identity::new(key)?;
+    let [_, violations, ban] = keys_of(prefix, rule, identity.as_str());
     Ok([violations, ban])
 }
 

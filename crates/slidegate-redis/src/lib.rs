@@ -27,8 +27,8 @@
 mod auto_batch;
 mod batch;
 mod builder;
+mod calls;
 mod cluster;
-mod commands;
 mod connection;
 mod cross_slot;
 mod errors;
@@ -37,6 +37,7 @@ mod now;
 pub mod scripts;
 mod sentinel;
 mod store;
+mod transport;
 mod url;
 
 pub use auto_batch::{AUTO_BATCH_DIRECT, AUTO_BATCH_IN_FLIGHT};

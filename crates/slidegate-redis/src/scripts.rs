@@ -3,8 +3,7 @@
 //! penalties. All are assembled from the same files in `scripts/`, so every
 //! path runs the same algorithm code.
 
-use redis::aio::ConnectionLike;
-use redis::{Cmd, FromRedisValue, RedisResult, Script, ServerErrorKind};
+use redis::Script;
 use slidegate::Algorithm;
 
 /// A script deciding one rule with one algorithm: the prelude, the
@@ -157,37 +156,5 @@ impl Scripts {
             // `Algorithm` is non-exhaustive; the log is the exact default.
             _ => &self.log,
         }
-    }
-}
-
-/// An `EVALSHA` of `script` on `keys`; add the ARGV with `.arg(…)`, then
-/// [`run`] it.
-pub(crate) fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
-    cmd
-}
-
-/// Runs an [`evalsha`] command; when the server answers `NOSCRIPT`
-/// (restart, `SCRIPT FLUSH`, failover to a node that never saw the script)
-/// loads `script` and retries once, counting the reload in
-/// `slidegate_script_reloads_total`.
-///
-/// Our own rather than redis-rs' `invoke_async` so that reloads are counted
-/// and the same command can later be pipelined (redis-rs reloads only for
-/// single invocations).
-pub(crate) async fn run<T: FromRedisValue>(
-    conn: &mut impl ConnectionLike,
-    script: &Script,
-    cmd: &Cmd,
-) -> RedisResult<T> {
-    match cmd.query_async(conn).await {
-        Err(err) if err.kind() == redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
-            metrics::counter!("slidegate_script_reloads_total").increment(1);
-            tracing::info!(target: "slidegate", "script missing on the server (NOSCRIPT): reloading");
-            script.load_async(conn).await?;
-            cmd.query_async(conn).await
-        }
-        other => other,
     }
 }

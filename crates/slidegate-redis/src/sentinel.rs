@@ -16,9 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
-use redis::{Cmd, RedisError, RedisResult, Script};
-
-use crate::scripts;
+use redis::{RedisError, RedisResult};
 
 /// The least time between two resolutions.
 pub(crate) const RESOLVE_EVERY: Duration = Duration::from_millis(250);
@@ -69,17 +67,6 @@ impl SentinelPool {
 
     pub(crate) fn connection(&self) -> ConnectionManager {
         lock(&self.current).1.clone()
-    }
-
-    /// Runs a script call on the current primary; a failure a failover
-    /// explains, or the call being abandoned, sets off a new resolution.
-    pub(crate) async fn run<T: redis::FromRedisValue>(
-        self: &std::sync::Arc<Self>,
-        script: &Script,
-        cmd: &Cmd,
-    ) -> RedisResult<T> {
-        let explains = |result: &RedisResult<T>| result.as_ref().is_err_and(failover_explains);
-        self.watched(scripts::run(&mut self.connection(), script, cmd), explains).await
     }
 
     /// Awaits `send` (a call or a batch pipeline on [`connection`](Self::connection)),
@@ -151,7 +138,7 @@ impl Drop for Abandoned<'_> {
 }
 
 /// Whether `error` may mean the primary moved.
-fn failover_explains(error: &RedisError) -> bool {
+pub(crate) fn failover_explains(error: &RedisError) -> bool {
     error.is_io_error()
         || error.is_timeout()
         || error.is_connection_refusal()

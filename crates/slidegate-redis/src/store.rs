@@ -3,15 +3,14 @@
 use std::fmt;
 use std::sync::Arc;
 
-use slidegate::{
-    BatchItem, Decision, Dimension, Error, MultiDecision, Rule, Store, validate_cost, validate_dimensions,
-};
+use slidegate::store::{Dimensions, Request, Store};
+use slidegate::{Decision, Error, MultiDecision};
 
 use crate::auto_batch::AutoBatch;
-use crate::commands::{self, Call, Check, Ints};
+use crate::calls::single::Check;
+use crate::calls::{Call, Ints, general, single};
 use crate::connection::Backend;
 use crate::cross_slot;
-use crate::errors::from_redis;
 use crate::now::{ClientClock, Now};
 use crate::scripts::Scripts;
 
@@ -129,61 +128,66 @@ impl RedisStore {
 
     /// Sends one call and returns its reply.
     pub(crate) async fn send(&self, call: &Call<'_>) -> Result<Ints, Error> {
-        self.inner
-            .backend
-            .run(call.script, &call.cmd)
-            .await
-            .map_err(|e| from_redis("running the limiter script", &e))
+        self.inner.backend.run(call).await
     }
 }
 
+/// The script is picked by the request, whichever entry point it came
+/// through (docs/design.md, "The script table"): one dimension without a
+/// penalty is its algorithm's fast single script, auto-batched when calls
+/// are in flight; penalties and several dimensions are the general script.
 impl Store for RedisStore {
-    async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
-        validate_cost(rule, cost)?;
-        if let Some(batch) = &self.inner.auto_batch
-            && rule.penalty().is_none()
-        {
-            let reply = batch.check(Check::new(&self.inner.prefix, rule, key, cost)?).await?;
-            return commands::single_decision(rule, &reply);
+    async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
+        let inner = &*self.inner;
+        let rule = request.rule();
+        if rule.penalty().is_some() {
+            let call = general::call(
+                &inner.scripts,
+                &inner.prefix,
+                &[request],
+                request.cost(),
+                self.now()?,
+                inner.field_ttl,
+            );
+            return general::decode_one(rule, &self.send(&call).await?);
         }
-        let call = commands::single(
-            &self.inner.scripts,
-            &self.inner.prefix,
-            rule,
-            key,
-            cost,
-            self.now()?,
-            self.inner.field_ttl,
-        )?;
-        let reply = self.send(&call).await?;
-        commands::single_reply(rule, call.shape, &reply)
+        let check = Check::new(&inner.prefix, request);
+        let reply = match &inner.auto_batch {
+            Some(batch) => batch.check(check).await?,
+            None => self.send(&check.call(&inner.scripts, self.now()?, inner.field_ttl)).await?,
+        };
+        single::decode(rule, &reply)
     }
 
     /// One script call for all dimensions when their keys share a slot
     /// (always on a standalone server); otherwise one reservation per slot,
     /// released if any slot denies (see `cross_slot`).
-    async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
-        validate_dimensions(dimensions, cost)?;
+    async fn check_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
+        let requests = dimensions.requests();
+        if let [one] = requests {
+            return Ok(MultiDecision::from_decisions(vec![self.check(one).await?]));
+        }
         if self.is_cluster() {
-            let groups = cross_slot::group_by_slot(dimensions)?;
+            let groups = cross_slot::group_by_slot(requests);
             if groups.len() > 1 {
-                return cross_slot::check_all(self, dimensions, &groups, cost).await;
+                return cross_slot::check_all(self, dimensions, &groups).await;
             }
         }
-        let call = commands::general(
-            &self.inner.scripts,
-            &self.inner.prefix,
-            dimensions,
-            cost,
+        let inner = &*self.inner;
+        let all: Vec<&Request<'_>> = requests.iter().collect();
+        let call = general::call(
+            &inner.scripts,
+            &inner.prefix,
+            &all,
+            dimensions.cost(),
             self.now()?,
-            self.inner.field_ttl,
-        )?;
-        let reply = self.send(&call).await?;
-        let rules: Vec<&Rule> = dimensions.iter().map(|(rule, _)| *rule).collect();
-        Ok(MultiDecision::from_decisions(commands::general_reply(&rules, &reply)?.decisions))
+            inner.field_ttl,
+        );
+        let rules: Vec<_> = requests.iter().map(Request::rule).collect();
+        Ok(MultiDecision::from_decisions(general::decode(&rules, &self.send(&call).await?)?.decisions))
     }
 
-    async fn check_batch(&self, requests: &[BatchItem<'_>]) -> Vec<Result<Decision, Error>> {
+    async fn check_batch(&self, requests: &[Request<'_>]) -> Vec<Result<Decision, Error>> {
         crate::batch::check_batch(self, requests).await
     }
 

@@ -7,13 +7,16 @@ mod support;
 
 use std::time::Duration;
 
+use slidegate::store::Request;
 use slidegate::{Algorithm, ManualClock, Penalty, Rule, State, Store};
 use slidegate_testkit::conformance::{START_MS, algorithms, rule};
 
 async fn admitted<S: Store>(store: &S, rule: &Rule, key: &str, attempts: u32) -> u32 {
     let mut admitted = 0;
     for _ in 0..attempts {
-        admitted += u32::from(store.check(rule, key, 1).await.expect("check").allowed);
+        admitted += u32::from(
+            store.check(&Request::new(rule, key, 1).expect("valid request")).await.expect("check").allowed,
+        );
     }
     admitted
 }
@@ -53,13 +56,20 @@ async fn client_clock_state_outlives_a_slow_client() {
     let store = support::client_clock_store(&server, "slow-client", clock.clone()).await;
     let rules: Vec<Rule> = algorithms(2).into_iter().map(|a| rule(1, 10, a)).collect();
     for rule in &rules {
-        assert!(store.check(rule, "victim", 1).await.expect("check").allowed, "{rule}");
+        assert!(
+            store
+                .check(&Request::new(rule, "victim", 1).expect("valid request"))
+                .await
+                .expect("check")
+                .allowed,
+            "{rule}"
+        );
     }
     // Real time: the server's TTLs run on its own clock.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     clock.advance(Duration::from_millis(1));
     for rule in &rules {
-        let d = store.check(rule, "victim", 1).await.expect("check");
+        let d = store.check(&Request::new(rule, "victim", 1).expect("valid request")).await.expect("check");
         assert!(!d.allowed, "{rule}: 1 ms of client time later the first request still counts");
     }
     support::assert_every_key_has_ttl(&server).await;
@@ -81,10 +91,16 @@ async fn penalty_state_is_not_shared_between_algorithms() {
     let store = support::client_clock_store(&server, "penalty-apart", clock.clone()).await;
     let log = rule(1, 1000, Algorithm::SlidingLog).with_penalty(banning()).expect("rule");
     let fixed = rule(1, 1000, Algorithm::FixedWindow).with_penalty(banning()).expect("rule");
-    assert!(store.check(&log, "u", 1).await.expect("check").allowed);
-    assert_eq!(store.check(&log, "u", 1).await.expect("check").state, State::Limited);
-    assert_eq!(store.check(&log, "u", 1).await.expect("check").state, State::Banned);
-    let other = store.check(&fixed, "u", 1).await.expect("check");
+    assert!(store.check(&Request::new(&log, "u", 1).expect("valid request")).await.expect("check").allowed);
+    assert_eq!(
+        store.check(&Request::new(&log, "u", 1).expect("valid request")).await.expect("check").state,
+        State::Limited
+    );
+    assert_eq!(
+        store.check(&Request::new(&log, "u", 1).expect("valid request")).await.expect("check").state,
+        State::Banned
+    );
+    let other = store.check(&Request::new(&fixed, "u", 1).expect("valid request")).await.expect("check");
     assert_eq!((other.allowed, other.state, other.violations), (true, State::Allowed, 0), "{other:?}");
     let [viol_log, ban_log] = slidegate_redis::penalty_keys(store.prefix(), &log, "u").expect("keys");
     let [viol_fixed, ban_fixed] = slidegate_redis::penalty_keys(store.prefix(), &fixed, "u").expect("keys");
@@ -102,10 +118,12 @@ async fn violation_log_stays_bounded_under_a_flood() {
     let store = support::client_clock_store(&server, "flood", clock.clone()).await;
     let penalty = Penalty::new(Duration::from_secs(3600)).and_then(|p| p.warn_after(3)).expect("penalty");
     let rule = rule(1, 3_600_000, Algorithm::SlidingLog).with_penalty(penalty).expect("rule");
-    assert!(store.check(&rule, "flood", 1).await.expect("check").allowed);
+    assert!(
+        store.check(&Request::new(&rule, "flood", 1).expect("valid request")).await.expect("check").allowed
+    );
     for i in 0..5000 {
         clock.advance(Duration::from_millis(1));
-        let d = store.check(&rule, "flood", 1).await.expect("check");
+        let d = store.check(&Request::new(&rule, "flood", 1).expect("valid request")).await.expect("check");
         assert_eq!((d.allowed, d.violations), (false, (i + 1).min(3)), "denial {i}");
     }
     let [viol, _] = slidegate_redis::penalty_keys(store.prefix(), &rule, "flood").expect("keys");
@@ -141,7 +159,7 @@ async fn foreign_values_are_errors_not_decisions() {
         let key = slidegate_redis::state_key(store.prefix(), rule, &identity).expect("key");
         let () = redis::cmd(write[0]).arg(&key).arg(&write[1..]).query_async(&mut conn).await.expect("write");
         let before: Vec<u8> = redis::cmd("DUMP").arg(&key).query_async(&mut conn).await.expect("DUMP");
-        let got = store.check(rule, &identity, 1).await;
+        let got = store.check(&Request::new(rule, &identity, 1).expect("valid request")).await;
         let err = got.expect_err(&format!("{rule} over {write:?} must be an error"));
         assert!(err.to_string().contains("WRONGTYPE"), "{rule} over {write:?}: {err}");
         let after: Vec<u8> = redis::cmd("DUMP").arg(&key).query_async(&mut conn).await.expect("DUMP");
@@ -151,7 +169,10 @@ async fn foreign_values_are_errors_not_decisions() {
     let rule = rule(5, 60_000, Algorithm::SlidingLog).with_penalty(banning()).expect("rule");
     let [_, ban] = slidegate_redis::penalty_keys(store.prefix(), &rule, "banned").expect("keys");
     let () = redis::cmd("SET").arg(&ban).arg("forever").query_async(&mut conn).await.expect("SET");
-    let err = store.check(&rule, "banned", 1).await.expect_err("a ban of text");
+    let err = store
+        .check(&Request::new(&rule, "banned", 1).expect("valid request"))
+        .await
+        .expect_err("a ban of text");
     assert!(err.to_string().contains("WRONGTYPE"), "{err}");
 }
 

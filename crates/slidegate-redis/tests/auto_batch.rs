@@ -7,6 +7,7 @@ mod support;
 use std::time::Duration;
 
 use futures::future::join_all;
+use slidegate::store::Request;
 use slidegate::{Algorithm, ErrorKind, Rule, Store};
 use slidegate_redis::{AUTO_BATCH_DIRECT, AUTO_BATCH_IN_FLIGHT, RedisStore};
 use slidegate_testkit::conformance::{algorithms, rule};
@@ -48,7 +49,10 @@ async fn batched_checks_are_decided_exactly() {
             let mut admitted = vec![0u32; pairs.len()];
             for _ in 0..6 {
                 for (i, (r, key, cost)) in pairs.iter().enumerate() {
-                    let decision = store.check(&rules[*r], key, *cost).await.expect("check");
+                    let decision = store
+                        .check(&Request::new(&rules[*r], key, *cost).expect("valid request"))
+                        .await
+                        .expect("check");
                     admitted[i] += u32::from(decision.allowed) * cost;
                 }
             }
@@ -84,7 +88,7 @@ async fn a_failing_check_does_not_fail_its_batch() {
         let (store, rule) = (store.clone(), rule.clone());
         tokio::spawn(async move {
             let key = if i % 16 == 0 { "poisoned".to_owned() } else { format!("fine-{i}") };
-            (key.clone(), store.check(&rule, &key, 1).await)
+            (key.clone(), store.check(&Request::new(&rule, &key, 1).expect("valid request")).await)
         })
     });
     let mut failed = 0;
@@ -121,18 +125,26 @@ async fn a_check_whose_caller_gave_up_is_never_charged() {
     let mut stuck = Vec::new();
     for i in 0..AUTO_BATCH_DIRECT + AUTO_BATCH_IN_FLIGHT {
         let (store, rule) = (store.clone(), rule.clone());
-        stuck.push(tokio::spawn(async move { store.check(&rule, &format!("stuck-{i}"), 1).await }));
+        stuck.push(tokio::spawn(async move {
+            store.check(&Request::new(&rule, &format!("stuck-{i}"), 1).expect("valid request")).await
+        }));
         // Each goes out alone: first from its caller, then from the driver.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let gave_up = tokio::time::timeout(Duration::from_millis(200), store.check(&rule, "gave-up", 1)).await;
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(200),
+        store.check(&Request::new(&rule, "gave-up", 1).expect("valid request")),
+    )
+    .await;
     assert!(gave_up.is_err(), "no call slot was free, so the check waited: {gave_up:?}");
     server.resume().expect("SIGCONT");
     for task in stuck {
         assert!(task.await.expect("task").expect("answered after SIGCONT").allowed);
     }
     // A later check goes through the same queue, after the dropped one.
-    assert!(store.check(&rule, "after", 1).await.expect("check").allowed);
+    assert!(
+        store.check(&Request::new(&rule, "after", 1).expect("valid request")).await.expect("check").allowed
+    );
     let mut conn = support::inspect(&server).await;
     for (key, expected) in [("stuck-0", 1), ("after", 1), ("gave-up", 0)] {
         let state = slidegate_redis::state_key(store.prefix(), &rule, key).expect("key");
@@ -155,7 +167,9 @@ async fn auto_batch_off_sends_every_check_alone() {
     assert_eq!(server.command("CONFIG RESETSTAT").expect("resetstat"), "+OK");
     let tasks = (0..64).map(|i| {
         let (store, rule) = (store.clone(), rule.clone());
-        tokio::spawn(async move { store.check(&rule, &format!("k{}", i % 8), 1).await })
+        tokio::spawn(async move {
+            store.check(&Request::new(&rule, &format!("k{}", i % 8), 1).expect("valid request")).await
+        })
     });
     for result in join_all(tasks).await {
         assert!(result.expect("task").expect("check").allowed);

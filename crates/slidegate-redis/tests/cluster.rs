@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::join_all;
+use slidegate::store::{Dimensions, Request};
 use slidegate::{Algorithm, Rule, Store};
 use slidegate_redis::RedisStore;
 use slidegate_testkit::RedisCluster;
@@ -68,8 +69,13 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
         tokio::spawn(async move {
             for i in 0..8 {
                 let user = &users[(t * 7 + i) % users.len()];
-                let multi =
-                    store.check_all(&[(&global, "api"), (&per_user, user)], 1).await.expect("check_all");
+                let multi = store
+                    .check_all(
+                        &Dimensions::new(&[(&global, "api"), (&per_user, user)], 1)
+                            .expect("valid dimensions"),
+                    )
+                    .await
+                    .expect("check_all");
                 if multi.allowed {
                     admitted.fetch_add(1, Ordering::Relaxed);
                 }
@@ -120,7 +126,10 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
                 for i in 0..8 {
                     let user = &users[(t * 3 + i) % users.len()];
                     if store
-                        .check_all(&[(&global, "api"), (&per_user, user)], 1)
+                        .check_all(
+                            &Dimensions::new(&[(&global, "api"), (&per_user, user)], 1)
+                                .expect("valid dimensions"),
+                        )
                         .await
                         .expect("check_all")
                         .allowed
@@ -164,8 +173,13 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
         tokio::spawn(async move {
             for i in 0..8 {
                 let user = &users[(t * 5 + i) % users.len()];
-                let multi =
-                    store.check_all(&[(&global, "api"), (&per_user, user)], 1).await.expect("check_all");
+                let multi = store
+                    .check_all(
+                        &Dimensions::new(&[(&global, "api"), (&per_user, user)], 1)
+                            .expect("valid dimensions"),
+                    )
+                    .await
+                    .expect("check_all");
                 if multi.allowed {
                     admitted.fetch_add(1, Ordering::Relaxed);
                 }
@@ -197,13 +211,16 @@ async fn cluster_conforms_and_never_over_admits_across_slots() {
     for round in 0..3 {
         let tasks = (0..32).map(|i| {
             let (store, rule) = (store.clone(), rules[i % rules.len()].clone());
-            tokio::spawn(async move { store.check(&rule, &format!("flush-{i}"), 1).await })
+            tokio::spawn(async move {
+                store.check(&Request::new(&rule, &format!("flush-{i}"), 1).expect("valid request")).await
+            })
         });
         assert_eq!(cluster.on_every_node(&["SCRIPT", "FLUSH"]), 6, "round {round}");
         for result in join_all(tasks).await {
             result.expect("task").expect("no error after SCRIPT FLUSH");
         }
-        let batch: Vec<_> = (0..20).map(|i| (&rules[0], "batch", 1 + (i % 2))).collect();
+        let batch: Vec<_> =
+            (0..20).map(|i| Request::new(&rules[0], "batch", 1 + (i % 2)).expect("valid request")).collect();
         assert_eq!(cluster.on_every_node(&["SCRIPT", "FLUSH"]), 6);
         for result in store.check_batch(&batch).await {
             result.expect("batches reload too");

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
+use slidegate::store::Dimensions;
 use slidegate::{Algorithm, FailurePolicy, Limiter, State, Store};
 use slidegate_redis::RedisStore;
 use slidegate_testkit::conformance::rule;
@@ -57,7 +58,15 @@ async fn a_cross_slot_check_abandoned_at_the_deadline_leaves_no_charge() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // And the store is used normally afterwards.
-    assert!(store.check_all(&[(&global, "api"), (&per_user, &user)], 1).await.expect("check").allowed);
+    assert!(
+        store
+            .check_all(
+                &Dimensions::new(&[(&global, "api"), (&per_user, &user)], 1).expect("valid dimensions")
+            )
+            .await
+            .expect("check")
+            .allowed
+    );
     assert_eq!(support::log_entries(&mut conn, &global_key).await, 1);
 }
 

@@ -8,6 +8,7 @@ mod support;
 use std::path::PathBuf;
 use std::process::Command;
 
+use slidegate::store::Request;
 use slidegate::{Algorithm, Store};
 use slidegate_redis::RedisStore;
 use slidegate_testkit::RedisServer;
@@ -53,7 +54,7 @@ async fn valkey_buckets_carry_their_own_ttl() {
     let window = 2_000;
     let counter = rule(100, window, Algorithm::SLIDING_COUNTER);
     for _ in 0..30 {
-        store.check(&counter, "buckets", 1).await.expect("check");
+        store.check(&Request::new(&counter, "buckets", 1).expect("valid request")).await.expect("check");
     }
     let key = slidegate_redis::state_key(store.prefix(), &counter, "buckets").expect("key");
     let mut conn = support::inspect(&valkey).await;

@@ -6,6 +6,7 @@ mod support;
 
 use std::time::Duration;
 
+use slidegate::store::Request;
 use slidegate::{Algorithm, ManualClock, Rule, Store};
 use slidegate_testkit::conformance::{START_MS, rule};
 
@@ -32,20 +33,29 @@ async fn a_limit_changed_across_the_layouts_keeps_the_log() {
     let key = slidegate_redis::state_key(store.prefix(), &api(100), "u").expect("key");
 
     for i in 0..100 {
-        assert!(store.check(&api(100), "u", 1).await.expect("check").allowed, "request {i}");
+        assert!(
+            store
+                .check(&Request::new(&api(100), "u", 1).expect("valid request"))
+                .await
+                .expect("check")
+                .allowed,
+            "request {i}"
+        );
     }
-    assert!(!store.check(&api(100), "u", 1).await.expect("check").allowed);
+    assert!(
+        !store.check(&Request::new(&api(100), "u", 1).expect("valid request")).await.expect("check").allowed
+    );
     assert_eq!(kind(&mut conn, &key).await, "string");
 
     // Raised to 200: the same log, now a list; exactly 100 more fit.
     clock.advance(Duration::from_millis(10));
     for i in 0..100 {
-        let d = store.check(&api(200), "u", 1).await.expect("check");
+        let d = store.check(&Request::new(&api(200), "u", 1).expect("valid request")).await.expect("check");
         assert!(d.allowed, "request {i}");
         assert_eq!(d.remaining, 99 - i);
     }
     assert_eq!(kind(&mut conn, &key).await, "list");
-    let denied = store.check(&api(200), "u", 1).await.expect("check");
+    let denied = store.check(&Request::new(&api(200), "u", 1).expect("valid request")).await.expect("check");
     assert!(!denied.allowed);
     // The oldest entry (START_MS) leaves first.
     assert_eq!(denied.retry_after, Duration::from_millis(WINDOW - 10));
@@ -56,7 +66,7 @@ async fn a_limit_changed_across_the_layouts_keeps_the_log() {
     // rise again within the window: nothing that counts may be dropped).
     // Room comes back once the 101st oldest, START_MS + 10, leaves.
     clock.advance(Duration::from_millis(10));
-    let denied = store.check(&api(100), "u", 1).await.expect("check");
+    let denied = store.check(&Request::new(&api(100), "u", 1).expect("valid request")).await.expect("check");
     assert!(!denied.allowed);
     assert_eq!(denied.retry_after, Duration::from_millis(WINDOW - 10));
     assert_eq!(kind(&mut conn, &key).await, "list");
@@ -67,11 +77,11 @@ async fn a_limit_changed_across_the_layouts_keeps_the_log() {
 
     // Past the first 100 entries' window, the second 100 still count.
     clock.set(START_MS + WINDOW);
-    let denied = store.check(&api(100), "u", 1).await.expect("check");
+    let denied = store.check(&Request::new(&api(100), "u", 1).expect("valid request")).await.expect("check");
     assert!(!denied.allowed);
     assert_eq!(denied.retry_after, Duration::from_millis(10));
     clock.set(START_MS + WINDOW + 10);
-    let d = store.check(&api(100), "u", 1).await.expect("check");
+    let d = store.check(&Request::new(&api(100), "u", 1).expect("valid request")).await.expect("check");
     assert!(d.allowed);
     assert_eq!(d.remaining, 99);
     assert_eq!(kind(&mut conn, &key).await, "string", "a list with no charge left starts over packed");
@@ -98,7 +108,10 @@ async fn unusable_keys_and_times_are_errors() {
             let () =
                 redis::cmd(write[0]).arg(&key).arg(&write[1..]).query_async(&mut conn).await.expect("write");
             let before: Vec<u8> = redis::cmd("DUMP").arg(&key).query_async(&mut conn).await.expect("DUMP");
-            let err = store.check(&rule, "other", 1).await.expect_err("no log");
+            let err = store
+                .check(&Request::new(&rule, "other", 1).expect("valid request"))
+                .await
+                .expect_err("no log");
             assert!(err.to_string().contains("not a sliding log"), "{write:?}: {err}");
             let after: Vec<u8> = redis::cmd("DUMP").arg(&key).query_async(&mut conn).await.expect("DUMP");
             assert_eq!(before, after, "{write:?}: the foreign key is left alone");
@@ -107,9 +120,18 @@ async fn unusable_keys_and_times_are_errors() {
     }
     // A client clock beyond the last time every store decides exactly.
     clock.set(slidegate::MAX_TIME_MS);
-    assert!(store.check(&api(5), "future", 1).await.expect("the last exact time").allowed);
+    assert!(
+        store
+            .check(&Request::new(&api(5), "future", 1).expect("valid request"))
+            .await
+            .expect("the last exact time")
+            .allowed
+    );
     clock.set(slidegate::MAX_TIME_MS + 1);
-    let err = store.check(&api(5), "future", 1).await.expect_err("time out of range");
+    let err = store
+        .check(&Request::new(&api(5), "future", 1).expect("valid request"))
+        .await
+        .expect_err("time out of range");
     assert_eq!(err.kind(), slidegate::ErrorKind::InvalidTime, "{err}");
 }
 
@@ -128,9 +150,22 @@ async fn a_list_log_costs_one_item_per_request_whatever_its_cost() {
 
     // 600,000 units in one request, then 1000 requests of one unit in the
     // same millisecond: one item holds them all.
-    assert_eq!(store.check(&rule, "bytes", 600_000).await.expect("check").remaining, 400_000);
+    assert_eq!(
+        store
+            .check(&Request::new(&rule, "bytes", 600_000).expect("valid request"))
+            .await
+            .expect("check")
+            .remaining,
+        400_000
+    );
     for _ in 0..1000 {
-        assert!(store.check(&rule, "bytes", 1).await.expect("check").allowed);
+        assert!(
+            store
+                .check(&Request::new(&rule, "bytes", 1).expect("valid request"))
+                .await
+                .expect("check")
+                .allowed
+        );
     }
     assert_eq!(items(&mut conn, &key).await, 1);
     assert_eq!(support::log_entries(&mut conn, &key).await, 601_000);
@@ -140,24 +175,46 @@ async fn a_list_log_costs_one_item_per_request_whatever_its_cost() {
 
     // 500,000 more do not fit until the first millisecond leaves.
     clock.advance(Duration::from_millis(10));
-    let denied = store.check(&rule, "bytes", 500_000).await.expect("check");
+    let denied =
+        store.check(&Request::new(&rule, "bytes", 500_000).expect("valid request")).await.expect("check");
     assert!(!denied.allowed);
     assert_eq!(denied.remaining, 399_000);
     assert_eq!(denied.retry_after, Duration::from_millis(WINDOW - 10));
-    assert_eq!(store.check(&rule, "bytes", 300_000).await.expect("check").remaining, 99_000);
+    assert_eq!(
+        store
+            .check(&Request::new(&rule, "bytes", 300_000).expect("valid request"))
+            .await
+            .expect("check")
+            .remaining,
+        99_000
+    );
     assert_eq!(items(&mut conn, &key).await, 2);
 
     // A client clock stepping back lands in its own millisecond's item,
     // between the two.
     clock.set(START_MS + 5);
-    assert_eq!(store.check(&rule, "bytes", 9_000).await.expect("check").remaining, 90_000);
+    assert_eq!(
+        store
+            .check(&Request::new(&rule, "bytes", 9_000).expect("valid request"))
+            .await
+            .expect("check")
+            .remaining,
+        90_000
+    );
     clock.set(START_MS);
-    assert_eq!(store.check(&rule, "bytes", 1_000).await.expect("check").remaining, 89_000);
+    assert_eq!(
+        store
+            .check(&Request::new(&rule, "bytes", 1_000).expect("valid request"))
+            .await
+            .expect("check")
+            .remaining,
+        89_000
+    );
     assert_eq!(items(&mut conn, &key).await, 3);
 
     // The first millisecond leaves: its 602,000 units with it.
     clock.set(START_MS + WINDOW);
-    let d = store.check(&rule, "bytes", 690_000).await.expect("check");
+    let d = store.check(&Request::new(&rule, "bytes", 690_000).expect("valid request")).await.expect("check");
     assert!(d.allowed, "{d:?}");
     assert_eq!(d.remaining, 1_000_000 - 309_000 - 690_000);
     assert_eq!(support::log_entries(&mut conn, &key).await, 309_000 + 690_000);
@@ -190,11 +247,25 @@ async fn running_totals_restart_before_they_lose_precision() {
         .await
         .expect("RPUSH");
     let () = redis::cmd("PEXPIRE").arg(&key).arg(WINDOW + 1000).query_async(&mut conn).await.expect("TTL");
-    assert_eq!(store.check(&rule, "long-lived", 10).await.expect("check").remaining, 1000 - 15);
+    assert_eq!(
+        store
+            .check(&Request::new(&rule, "long-lived", 10).expect("valid request"))
+            .await
+            .expect("check")
+            .remaining,
+        1000 - 15
+    );
     let items: Vec<Vec<u8>> =
         redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).query_async(&mut conn).await.expect("LRANGE");
     assert_eq!(items, [item(START_MS, 3, 3), item(START_MS + 1, 2, 5), item(START_MS + 10, 10, 15)]);
     clock.set(START_MS + WINDOW);
-    assert_eq!(store.check(&rule, "long-lived", 1).await.expect("check").remaining, 1000 - 13);
+    assert_eq!(
+        store
+            .check(&Request::new(&rule, "long-lived", 1).expect("valid request"))
+            .await
+            .expect("check")
+            .remaining,
+        1000 - 13
+    );
     support::assert_every_key_has_ttl(&server).await;
 }

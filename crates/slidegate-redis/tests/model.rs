@@ -9,6 +9,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestRunner};
 use slidegate::algorithm::State;
+use slidegate::store::{Dimensions, Request};
 use slidegate::{Algorithm, ManualClock, Rule, Store};
 use slidegate_testkit::conformance::START_MS;
 
@@ -59,7 +60,10 @@ fn redis_store_matches_the_model() {
             for (i, &(key, step, cost)) in trace.iter().enumerate() {
                 now = now.saturating_add_signed(step);
                 clock.set(now);
-                let got = store.check(&rule, &format!("k{key}"), cost).await.expect("check");
+                let got = store
+                    .check(&Request::new(&rule, &format!("k{key}"), cost).expect("valid request"))
+                    .await
+                    .expect("check");
                 let want = models[key].check(&rule, now, cost);
                 prop_assert_eq!(got, want, "{}: request {} (key {}, cost {}, t {})", rule, i, key, cost, now);
             }
@@ -139,14 +143,26 @@ fn redis_matches_memory_with_penalties_and_dimensions() {
                 match op {
                     0 | 1 => {
                         let rule = if op == 0 { &a } else { &b };
-                        let got = redis.check(rule, &key, cost).await.expect("redis");
-                        let want = memory.check(rule, &key, cost).await.expect("memory");
+                        let got = redis
+                            .check(&Request::new(rule, &key, cost).expect("valid request"))
+                            .await
+                            .expect("redis");
+                        let want = memory
+                            .check(&Request::new(rule, &key, cost).expect("valid request"))
+                            .await
+                            .expect("memory");
                         prop_assert_eq!(got, want, "op {}: single {} key {} cost {}", i, rule, key, cost);
                     }
                     _ => {
                         let dims = [(&a, key.as_str()), (&b, key.as_str())];
-                        let got = redis.check_all(&dims, cost).await.expect("redis");
-                        let want = memory.check_all(&dims, cost).await.expect("memory");
+                        let got = redis
+                            .check_all(&Dimensions::new(&dims, cost).expect("valid dimensions"))
+                            .await
+                            .expect("redis");
+                        let want = memory
+                            .check_all(&Dimensions::new(&dims, cost).expect("valid dimensions"))
+                            .await
+                            .expect("memory");
                         prop_assert_eq!(got, want, "op {}: both, key {} cost {}", i, key, cost);
                     }
                 }
@@ -204,7 +220,10 @@ fn redis_store_keeps_every_charge_while_the_limit_moves() {
                 let cost = cost.min(limit);
                 now += step;
                 clock.set(now);
-                let got = store.check(&rule, "k", cost).await.expect("check");
+                let got = store
+                    .check(&Request::new(&rule, "k", cost).expect("valid request"))
+                    .await
+                    .expect("check");
                 let want = model.get_or_insert_with(|| State::new(&rule)).check(&rule, now, cost);
                 prop_assert_eq!(got, want, "{}: request {} (cost {}, t {})", rule, i, cost, now);
                 if algorithm == Algorithm::SlidingLog {

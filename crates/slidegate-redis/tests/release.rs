@@ -8,6 +8,7 @@ mod support;
 
 use std::time::Duration;
 
+use slidegate::store::Request;
 use slidegate::{Algorithm, ManualClock, Rule, Store};
 use slidegate_testkit::conformance::{START_MS, rule};
 
@@ -57,21 +58,35 @@ async fn gcra_releases_take_back_only_what_provably_still_counts() {
     let untouched = gcra("untouched");
     let key = slidegate_redis::state_key(store.prefix(), &untouched, "k").expect("key");
     clock.set(START_MS);
-    assert!(store.check(&untouched, "k", 500).await.expect("check").allowed);
-    assert!(store.check(&untouched, "k", 1).await.expect("reservation").allowed);
+    assert!(
+        store
+            .check(&Request::new(&untouched, "k", 500).expect("valid request"))
+            .await
+            .expect("check")
+            .allowed
+    );
+    assert!(
+        store
+            .check(&Request::new(&untouched, "k", 1).expect("valid request"))
+            .await
+            .expect("reservation")
+            .allowed
+    );
     assert_eq!(state(&mut conn, &key).await, format!("{}:0:2", START_MS + 501));
     release(&mut conn, &key, START_MS, 1, 2).await;
     assert_eq!(state(&mut conn, &key).await, format!("{}:0:3", START_MS + 500), "back to before");
     clock.set(START_MS + 3);
-    let d = store.check(&untouched, "k", 503).await.expect("check");
+    let d = store.check(&Request::new(&untouched, "k", 503).expect("valid request")).await.expect("check");
     assert!(d.allowed && d.remaining == 0, "the released unit is free again: {d:?}");
 
     // A charge came after ours (busy bucket): kept.
     let busy = gcra("busy");
     let key = slidegate_redis::state_key(store.prefix(), &busy, "k").expect("key");
     clock.set(START_MS);
-    assert!(store.check(&busy, "k", 1).await.expect("reservation").allowed);
-    assert!(store.check(&busy, "k", 1).await.expect("check").allowed);
+    assert!(
+        store.check(&Request::new(&busy, "k", 1).expect("valid request")).await.expect("reservation").allowed
+    );
+    assert!(store.check(&Request::new(&busy, "k", 1).expect("valid request")).await.expect("check").allowed);
     release(&mut conn, &key, START_MS, 1, 1).await;
     assert_eq!(state(&mut conn, &key).await, format!("{}:0:2", START_MS + 2), "unchanged");
 
@@ -82,15 +97,22 @@ async fn gcra_releases_take_back_only_what_provably_still_counts() {
     let interleaved = gcra("interleaved");
     let key = slidegate_redis::state_key(store.prefix(), &interleaved, "k").expect("key");
     clock.set(START_MS);
-    assert!(store.check(&interleaved, "k", 5).await.expect("X").allowed);
-    assert!(store.check(&interleaved, "k", 5).await.expect("A").allowed);
+    assert!(
+        store.check(&Request::new(&interleaved, "k", 5).expect("valid request")).await.expect("X").allowed
+    );
+    assert!(
+        store.check(&Request::new(&interleaved, "k", 5).expect("valid request")).await.expect("A").allowed
+    );
     release(&mut conn, &key, START_MS, 5, 1).await; // X: A came since, kept
     assert_eq!(state(&mut conn, &key).await, format!("{}:0:2", START_MS + 10));
     clock.set(START_MS + 10);
-    assert!(store.check(&interleaved, "k", 5).await.expect("Y").allowed);
+    assert!(
+        store.check(&Request::new(&interleaved, "k", 5).expect("valid request")).await.expect("Y").allowed
+    );
     release(&mut conn, &key, START_MS, 5, 2).await; // A: Y came since, kept
     assert_eq!(state(&mut conn, &key).await, format!("{}:0:3", START_MS + 15));
-    let full = store.check(&interleaved, "k", 1000).await.expect("check");
+    let full =
+        store.check(&Request::new(&interleaved, "k", 1000).expect("valid request")).await.expect("check");
     assert!(!full.allowed, "Y's charge still counts");
     assert_eq!(full.retry_after, Duration::from_millis(5));
     support::assert_every_key_has_ttl(&server).await;

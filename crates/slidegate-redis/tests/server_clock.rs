@@ -6,6 +6,7 @@ mod support;
 use std::time::Duration;
 
 use futures::future::join_all;
+use slidegate::store::{Dimensions, Request};
 use slidegate::{Algorithm, ManualClock, Rule, Store};
 use slidegate_testkit::conformance::{START_MS, rule};
 
@@ -26,7 +27,13 @@ async fn concurrent_tasks_admit_exactly_the_limit() {
             tokio::spawn(async move {
                 let mut admitted = 0u32;
                 for _ in 0..20 {
-                    admitted += u32::from(store.check(&rule, "hot", 1).await.expect("check").allowed);
+                    admitted += u32::from(
+                        store
+                            .check(&Request::new(&rule, "hot", 1).expect("valid request"))
+                            .await
+                            .expect("check")
+                            .allowed,
+                    );
                 }
                 admitted
             })
@@ -58,7 +65,9 @@ async fn same_millisecond_requests_never_collapse() {
     let rule = rule(100, 1000, Algorithm::SlidingLog);
     let tasks = (0..1000).map(|i| {
         let (store, rule) = (clients[i % 4].clone(), rule.clone());
-        tokio::spawn(async move { store.check(&rule, "ms", 1).await.expect("check").allowed })
+        tokio::spawn(async move {
+            store.check(&Request::new(&rule, "ms", 1).expect("valid request")).await.expect("check").allowed
+        })
     });
     let admitted = join_all(tasks).await.into_iter().filter(|r| *r.as_ref().expect("task")).count();
     assert_eq!(admitted, 100);
@@ -71,7 +80,9 @@ async fn same_millisecond_requests_never_collapse() {
     let rule = slidegate_testkit::conformance::rule(200, 1000, Algorithm::SlidingLog);
     let tasks = (0..1000).map(|i| {
         let (store, rule) = (clients[i % 4].clone(), rule.clone());
-        tokio::spawn(async move { store.check(&rule, "ms", 1).await.expect("check").allowed })
+        tokio::spawn(async move {
+            store.check(&Request::new(&rule, "ms", 1).expect("valid request")).await.expect("check").allowed
+        })
     });
     let admitted = join_all(tasks).await.into_iter().filter(|r| *r.as_ref().expect("task")).count();
     assert_eq!(admitted, 200);
@@ -94,11 +105,15 @@ async fn no_key_is_left_without_ttl() {
         let rule = rule(5, window, algorithm).named(algorithm.short_name()).expect("name");
         for i in 0..40 {
             let key = format!("user-{}", i % 7);
-            let _ = store.check(&rule, &key, 1 + i % 3).await.expect("check");
+            let _ = store
+                .check(&Request::new(&rule, &key, 1 + i % 3).expect("valid request"))
+                .await
+                .expect("check");
         }
         let huge = "h".repeat(1 << 20);
         for key in ["{x}", "a\nb", huge.as_str()] {
-            let _ = store.check(&rule, key, 1).await.expect("hostile key");
+            let _ =
+                store.check(&Request::new(&rule, key, 1).expect("valid request")).await.expect("hostile key");
         }
         let holds = match algorithm {
             Algorithm::SlidingCounter { .. } => window + window / u64::from(buckets),
@@ -133,13 +148,25 @@ async fn script_flush_mid_run_is_invisible() {
                 let rule = &rules[i % rules.len()];
                 let key = format!("k{i}");
                 match i % 4 {
-                    0 | 1 => store.check(rule, &key, 1).await.map(|_| ()),
+                    0 | 1 => {
+                        store.check(&Request::new(rule, &key, 1).expect("valid request")).await.map(|_| ())
+                    }
                     2 => {
                         let other = &rules[(i + 1) % rules.len()];
-                        store.check_all(&[(rule, key.as_str()), (other, "shared")], 1).await.map(|_| ())
+                        store
+                            .check_all(
+                                &Dimensions::new(&[(rule, key.as_str()), (other, "shared")], 1)
+                                    .expect("valid dimensions"),
+                            )
+                            .await
+                            .map(|_| ())
                     }
                     _ => {
-                        let results = store.check_batch(&[(rule, key.as_str(), 1), (rule, "b", 2)]).await;
+                        let batch = [
+                            Request::new(rule, key.as_str(), 1).expect("valid request"),
+                            Request::new(rule, "b", 2).expect("valid request"),
+                        ];
+                        let results = store.check_batch(&batch).await;
                         results.into_iter().collect::<Result<Vec<_>, _>>().map(|_| ())
                     }
                 }
@@ -168,14 +195,15 @@ async fn dead_server_is_a_transient_error() {
         .await
         .expect("connect");
     let rule = rule(10, 1000, Algorithm::SlidingLog);
-    assert!(store.check(&rule, "k", 1).await.expect("alive").allowed);
+    assert!(store.check(&Request::new(&rule, "k", 1).expect("valid request")).await.expect("alive").allowed);
     server.kill();
-    let err = store.check(&rule, "k", 1).await.expect_err("server is dead");
+    let err =
+        store.check(&Request::new(&rule, "k", 1).expect("valid request")).await.expect_err("server is dead");
     assert!(err.is_transient(), "{err}");
     server.restart().expect("restart");
     let mut recovered = false;
     for _ in 0..50 {
-        if store.check(&rule, "k", 1).await.is_ok() {
+        if store.check(&Request::new(&rule, "k", 1).expect("valid request")).await.is_ok() {
             recovered = true;
             break;
         }

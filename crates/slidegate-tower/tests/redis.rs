@@ -14,6 +14,7 @@ use axum::extract::ConnectInfo;
 use axum::routing::get;
 use futures::future::join_all;
 use http::{Request, StatusCode};
+use slidegate::store::Request as StoreRequest;
 use slidegate::{FailurePolicy, Limiter, Rule, Store};
 use slidegate_redis::RedisStore;
 use slidegate_testkit::RedisServer;
@@ -120,8 +121,15 @@ async fn several_rules_on_redis_are_exact_together() {
     // Nothing was charged for the denied requests: the global and per-IP
     // states hold exactly the admitted ones (a probe takes one more).
     for (rule, key, admitted) in [(&global, "global", 24), (&per_ip, "192.0.2.0", 8)] {
-        let probe = store.check(rule, key, 1).await.expect("check");
+        let probe =
+            store.check(&StoreRequest::new(rule, key, 1).expect("valid request")).await.expect("check");
         assert_eq!((probe.allowed, probe.remaining), (true, rule.limit() - admitted - 1), "{rule} {key}");
     }
-    assert!(!store.check(&per_user, "0", 1).await.expect("check").allowed);
+    assert!(
+        !store
+            .check(&StoreRequest::new(&per_user, "0", 1).expect("valid request"))
+            .await
+            .expect("check")
+            .allowed
+    );
 }

@@ -245,14 +245,13 @@ async fn forwarding_headers_clients_cannot_abuse() {
 struct Down;
 
 impl Store for Down {
-    async fn check(&self, _: &Rule, _: &str, _: u32) -> Result<Decision, Error> {
+    async fn check(&self, _: &slidegate::store::Request<'_>) -> Result<Decision, Error> {
         Err(Error::new(ErrorKind::Unavailable, "connection refused"))
     }
 
     async fn check_all(
         &self,
-        _: &[slidegate::Dimension<'_>],
-        _: u32,
+        _: &slidegate::store::Dimensions<'_>,
     ) -> Result<slidegate::MultiDecision, Error> {
         Err(Error::new(ErrorKind::Unavailable, "connection refused"))
     }

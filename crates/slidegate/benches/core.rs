@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use slidegate::algorithm::State;
+use slidegate::store::Request;
 use slidegate::{Algorithm, ManualClock, MemoryStore, Rule, encode_identity};
 
 fn rules() -> Vec<Rule> {
@@ -55,7 +56,7 @@ fn memory_store(c: &mut Criterion) {
                 if i == 0 {
                     clock.advance(Duration::from_millis(7));
                 }
-                black_box(store.check_sync(&rule, &keys[i], 1))
+                black_box(store.check_sync(&Request::new(&rule, &keys[i], 1).expect("valid request")))
             });
         });
     }
@@ -67,7 +68,7 @@ fn memory_store(c: &mut Criterion) {
             let mut i = 0usize;
             b.iter(|| {
                 i = (i + 1) % keys.len();
-                black_box(store.check_sync(&rule, &keys[i], 1))
+                black_box(store.check_sync(&Request::new(&rule, &keys[i], 1).expect("valid request")))
             });
         });
     }

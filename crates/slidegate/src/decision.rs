@@ -22,6 +22,27 @@ pub enum State {
     Disabled,
 }
 
+/// Who answered a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Source {
+    /// The store decided (and charged, if admitted).
+    #[default]
+    Store,
+    /// The limiter's deny cache repeated an earlier denial of the store,
+    /// counted down: exact, without asking the store (see
+    /// [`LimiterBuilder::deny_cache`](crate::LimiterBuilder::deny_cache)).
+    DenyCache,
+    /// The [failure policy](crate::FailurePolicy) answered: the store
+    /// failed, timed out or was not called (breaker open).
+    FailurePolicy,
+    /// Limiting is switched off ([`Limiter::set_enabled`](crate::Limiter::set_enabled)).
+    Switch,
+    /// Adaptive limits answered: the cost is above the limit they enforce
+    /// now (see [`crate::adaptive`]).
+    AdaptiveLimit,
+}
+
 /// The answer to "may this caller do this now?".
 ///
 /// Being over the limit is a `Decision` with `allowed == false`, never an
@@ -47,6 +68,8 @@ pub struct Decision {
     /// [`violation_cap`](crate::Penalty::violation_cap); 0 for rules without
     /// a penalty.
     pub violations: u32,
+    /// Who answered.
+    pub source: Source,
 }
 
 impl Decision {
@@ -60,6 +83,7 @@ impl Decision {
             retry_after: Duration::ZERO,
             reset_after,
             violations: 0,
+            source: Source::Store,
         }
     }
 
@@ -73,6 +97,7 @@ impl Decision {
             retry_after,
             reset_after,
             violations: 0,
+            source: Source::Store,
         }
     }
 
@@ -86,7 +111,14 @@ impl Decision {
             retry_after: Duration::ZERO,
             reset_after: Duration::ZERO,
             violations: 0,
+            source: Source::Switch,
         }
+    }
+
+    /// The same decision, from `source`.
+    pub(crate) fn from(mut self, source: Source) -> Decision {
+        self.source = source;
+        self
     }
 
     /// Whether the request may proceed.

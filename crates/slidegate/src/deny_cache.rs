@@ -35,7 +35,7 @@ use std::time::Duration;
 
 #[cfg(doc)]
 use crate::Store;
-use crate::{Decision, Rule};
+use crate::{Decision, Rule, Source};
 
 /// Default [`LimiterBuilder::deny_cache`](crate::LimiterBuilder::deny_cache) capacity.
 pub const DEFAULT_DENY_CACHE_CAPACITY: usize = 100_000;
@@ -107,7 +107,7 @@ impl DenyCache {
             return None;
         }
         let left = Duration::from_millis(entry.until - now);
-        let mut decision = entry.decision;
+        let mut decision = entry.decision.from(Source::DenyCache);
         decision.retry_after = left;
         // Both count down by the time passed since the denial.
         decision.reset_after =

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{Decision, Error, ErrorKind, State};
+use crate::{Decision, Error, ErrorKind, Source, State};
 
 /// How the [`Limiter`](crate::Limiter) answers when its store fails (an
 /// error, the deadline passed, or the circuit breaker is open).
@@ -116,12 +116,14 @@ pub(crate) fn fixed_answer(policy: FailurePolicy, limit: u32, cost: u32, retry: 
         retry_after: if allowed { Duration::ZERO } else { retry.max(Duration::from_secs(1)) },
         reset_after: Duration::ZERO,
         violations: 0,
+        source: Source::FailurePolicy,
     }
 }
 
 /// A decision of the local fallback store, marked degraded.
 pub(crate) fn mark_degraded(mut decision: Decision) -> Decision {
     decision.state = State::Degraded;
+    decision.source = Source::FailurePolicy;
     decision
 }
 

@@ -60,6 +60,49 @@ fn has_hostile_char(key: &str) -> bool {
     key.chars().any(|c| c == '{' || c == '}' || c.is_control())
 }
 
+/// An identity made safe for stores: the output of [`encode_identity`],
+/// held as a type so it is encoded once, where a request enters the core,
+/// and trusted below (stores key their state by [`as_str`](Identity::as_str)).
+///
+/// ```
+/// use slidegate::store::Identity;
+///
+/// assert_eq!(Identity::new("user-42")?.as_str(), "user-42");
+/// assert!(Identity::new("a{b}")?.as_str().starts_with('#'));
+/// assert!(Identity::new("").is_err());
+/// # Ok::<(), slidegate::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Identity<'a>(Cow<'a, str>);
+
+impl<'a> Identity<'a> {
+    /// Encodes `key` (see [`encode_identity`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidKey`] for an empty key.
+    pub fn new(key: &'a str) -> Result<Identity<'a>, Error> {
+        encode_identity(key).map(Identity)
+    }
+
+    /// The encoded identity: at most [`MAX_IDENTITY_LEN`] bytes, never
+    /// empty, never holding `{`, `}` or a control character.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The same identity, owning its text.
+    pub fn into_owned(self) -> Identity<'static> {
+        Identity(Cow::Owned(self.0.into_owned()))
+    }
+}
+
+impl std::fmt::Display for Identity<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Checks that `cost` can ever be admitted under `rule`.
 ///
 /// # Errors

@@ -63,13 +63,13 @@ mod multi;
 mod penalty;
 mod rate_limited;
 mod rule;
-mod store;
+pub mod store;
 pub mod telemetry;
 
 pub use adaptive::{AdaptiveConfig, AdaptiveConfigBuilder, AdaptiveScaler, Load, Signals, SystemSignals};
 pub use breaker::{BreakerConfig, BreakerState};
 pub use clock::{Clock, MAX_TIME_MS, ManualClock, SystemClock, validate_time};
-pub use decision::{Decision, State};
+pub use decision::{Decision, Source, State};
 pub use deny_cache::DEFAULT_DENY_CACHE_CAPACITY;
 pub use error::{Error, ErrorKind};
 pub use failure::FailurePolicy;
@@ -77,11 +77,14 @@ pub use identity::{MAX_IDENTITY_LEN, encode_identity, validate_cost};
 pub use key::RateLimitKey;
 pub use limiter::{DEFAULT_DEADLINE, DEFAULT_FALLBACK_KEYS, Limiter, LimiterBuilder};
 pub use memory::{DEFAULT_MAX_KEYS, MemoryStore, MemoryStoreBuilder};
-pub use multi::{Dimension, MAX_DIMENSIONS, MultiDecision, validate_dimensions};
+pub use multi::{Dimension, MAX_DIMENSIONS, MultiDecision};
 pub use penalty::{MAX_VIOLATIONS, Penalty, PenaltyState};
 pub use rate_limited::RateLimited;
 pub use rule::{Algorithm, DEFAULT_BUCKETS, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_NAME_LEN, MAX_WINDOW, Rule};
-pub use store::{BatchItem, Store};
+pub use store::Store;
+
+/// One request of a batch: rule, key, cost.
+pub type BatchItem<'a> = (&'a Rule, &'a str, u32);
 
 /// Guards an `async fn` with a limiter: `#[rate_limit(limiter = …, limit = 5,
 /// window = "1m", key = user_id)]`. Over the limit, the function returns

@@ -2,10 +2,9 @@
 //! global per API, per user, per user-and-API — admitted only if every one
 //! admits, and then every one is charged; if any denies, none is charged.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
-use crate::{Decision, Error, ErrorKind, Rule, encode_identity, validate_cost};
+use crate::{Decision, Rule};
 
 /// The most dimensions one check may have.
 pub const MAX_DIMENSIONS: usize = 16;
@@ -77,62 +76,11 @@ impl MultiDecision {
     }
 }
 
-/// Checks a multi-dimension request before any store work: 1 to
-/// [`MAX_DIMENSIONS`] dimensions, valid keys, a cost every rule can admit,
-/// and no two dimensions sharing state (same rule name, algorithm state and
-/// identity) — they would each see the other's quota as free and admit
-/// twice the cost.
-///
-/// # Errors
-///
-/// [`ErrorKind::InvalidKey`] for no or too many dimensions, an empty key or
-/// a repeated dimension; [`ErrorKind::InvalidCost`] for a cost some rule
-/// cannot admit.
-pub fn validate_dimensions(dimensions: &[Dimension<'_>], cost: u32) -> Result<(), Error> {
-    if dimensions.is_empty() || dimensions.len() > MAX_DIMENSIONS {
-        return Err(Error::new(
-            ErrorKind::InvalidKey,
-            format!("a check needs 1..={MAX_DIMENSIONS} dimensions, got {}", dimensions.len()),
-        ));
-    }
-    let mut seen = HashSet::with_capacity(dimensions.len());
-    for (rule, key) in dimensions {
-        validate_cost(rule, cost)?;
-        let identity = encode_identity(key)?;
-        let state = (rule.state_name(), rule.state_part(), identity);
-        if !seen.insert(state) {
-            return Err(Error::new(
-                ErrorKind::InvalidKey,
-                format!("dimension {rule} for key {:?} appears twice in one check", truncate(key)),
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn truncate(key: &str) -> String {
-    key.chars().take(64).collect()
-}
-
 #[cfg(test)]
 mod tests {
-    use std::num::NonZeroU32;
 
     use super::*;
     use crate::State;
-
-    #[test]
-    fn rejects_bad_dimension_lists() {
-        let rule = Rule::per_second(NonZeroU32::new(2).unwrap());
-        assert_eq!(validate_dimensions(&[], 1).unwrap_err().kind(), ErrorKind::InvalidKey);
-        let many: Vec<Dimension<'_>> = (0..17).map(|_| (&rule, "k")).collect();
-        assert!(validate_dimensions(&many, 1).unwrap_err().to_string().contains("1..=16"));
-        let twice = validate_dimensions(&[(&rule, "k"), (&rule, "k")], 1).unwrap_err();
-        assert!(twice.to_string().contains("appears twice"), "{twice}");
-        assert_eq!(validate_dimensions(&[(&rule, "k")], 3).unwrap_err().kind(), ErrorKind::InvalidCost);
-        assert_eq!(validate_dimensions(&[(&rule, "")], 1).unwrap_err().kind(), ErrorKind::InvalidKey);
-        assert!(validate_dimensions(&[(&rule, "a"), (&rule, "b")], 2).is_ok());
-    }
 
     #[test]
     fn summarises() {

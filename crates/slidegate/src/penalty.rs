@@ -187,6 +187,7 @@ impl PenaltyState {
                 retry_after: left,
                 reset_after: left,
                 violations: penalty.ban_threshold().unwrap_or(0),
+                source: crate::Source::Store,
             }
         })
     }

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use slidegate::adaptive::{AdaptiveConfig, Load, Signals, SystemSignals};
+use slidegate::store::{Dimensions, Request};
 use slidegate::{
-    Decision, Dimension, Error, ErrorKind, Limiter, ManualClock, MemoryStore, MultiDecision, Rule, State,
-    Store,
+    Decision, Error, ErrorKind, Limiter, ManualClock, MemoryStore, MultiDecision, Rule, State, Store,
 };
 
 const INTERVAL: Duration = Duration::from_secs(1);
@@ -317,14 +317,14 @@ impl Slow {
 }
 
 impl Store for Slow {
-    async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
+    async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
         self.wait().await;
-        self.state.check(rule, key, cost).await
+        self.state.check(request).await
     }
 
-    async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
+    async fn check_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
         self.wait().await;
-        self.state.check_all(dimensions, cost).await
+        self.state.check_all(dimensions).await
     }
 }
 

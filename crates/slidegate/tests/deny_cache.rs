@@ -6,6 +6,7 @@ mod support;
 
 use std::time::Duration;
 
+use slidegate::store::Request;
 use slidegate::{FailurePolicy, Limiter, ManualClock, MemoryStore, Rule, State};
 use support::{Remote, rule, setup};
 
@@ -117,7 +118,7 @@ mod deny_cache_exactness {
                     let cost = cost.min(limit);
                     let key = ["a", "b"][key];
                     let got = cached.check_n(&rule, key, cost).await.expect("check");
-                    let want = alone.check_sync(&rule, key, cost).expect("check");
+                    let want = alone.check_sync(&Request::new(&rule, key, cost).expect("valid request")).expect("check");
                     prop_assert_eq!(got.allowed, want.allowed);
                     prop_assert_eq!(got.retry_after, want.retry_after);
                 }

@@ -5,6 +5,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
+use slidegate::store::{Dimensions, Request};
 use slidegate::{ErrorKind, Limiter, ManualClock, MemoryStore, Rule};
 
 fn per_second(n: u32) -> Rule {
@@ -17,18 +18,33 @@ fn full_store_refuses_new_keys_but_serves_existing_ones() {
     let store = MemoryStore::builder().clock(clock.clone()).max_keys(8).shards(1).build();
     let rule = per_second(2);
     for i in 0..8 {
-        assert!(store.check_sync(&rule, &format!("k{i}"), 1).expect("room").allowed);
+        assert!(
+            store
+                .check_sync(&Request::new(&rule, &format!("k{i}"), 1).expect("valid request"))
+                .expect("room")
+                .allowed
+        );
     }
-    let err = store.check_sync(&rule, "newcomer", 1).expect_err("full");
+    let err =
+        store.check_sync(&Request::new(&rule, "newcomer", 1).expect("valid request")).expect_err("full");
     assert_eq!(err.kind(), ErrorKind::CapacityExhausted);
     assert!(err.is_transient());
     assert!(err.to_string().contains("maximum of 8 keys"), "{err}");
     // Live state is never evicted: existing keys keep their counts.
-    assert!(store.check_sync(&rule, "k0", 1).expect("existing").allowed);
-    assert!(!store.check_sync(&rule, "k0", 1).expect("existing").allowed);
+    assert!(
+        store.check_sync(&Request::new(&rule, "k0", 1).expect("valid request")).expect("existing").allowed
+    );
+    assert!(
+        !store.check_sync(&Request::new(&rule, "k0", 1).expect("valid request")).expect("existing").allowed
+    );
     // Once their windows pass, the space is reclaimed for new keys.
     clock.advance(Duration::from_secs(2));
-    assert!(store.check_sync(&rule, "newcomer", 1).expect("reclaimed").allowed);
+    assert!(
+        store
+            .check_sync(&Request::new(&rule, "newcomer", 1).expect("valid request"))
+            .expect("reclaimed")
+            .allowed
+    );
     assert_eq!(store.len(), 1, "expired keys were dropped");
 }
 
@@ -38,7 +54,9 @@ fn expired_state_is_reclaimed() {
     let store = MemoryStore::builder().clock(clock.clone()).build();
     let rule = per_second(5);
     for i in 0..1000 {
-        store.check_sync(&rule, &format!("user-{i}"), 1).expect("check");
+        store
+            .check_sync(&Request::new(&rule, &format!("user-{i}"), 1).expect("valid request"))
+            .expect("check");
     }
     assert_eq!(store.len(), 1000);
     clock.advance(Duration::from_millis(999));
@@ -73,10 +91,13 @@ fn times_at_the_end_of_the_clock_are_errors_not_panics() {
             for step in [0, 1, 5, 4] {
                 clock.advance(Duration::from_millis(step));
                 for cost in [1, 3] {
-                    let err = store.check_sync(&rule, "late", cost).expect_err("no decision so late");
+                    let err = store
+                        .check_sync(&Request::new(&rule, "late", cost).expect("valid request"))
+                        .expect_err("no decision so late");
                     assert_eq!(err.kind(), slidegate::ErrorKind::InvalidTime, "{rule}: {err}");
-                    let err =
-                        store.check_all_sync(&[(&rule, "late")], cost).expect_err("no decision so late");
+                    let err = store
+                        .check_all_sync(&Dimensions::new(&[(&rule, "late")], cost).expect("valid dimensions"))
+                        .expect_err("no decision so late");
                     assert_eq!(err.kind(), slidegate::ErrorKind::InvalidTime, "{rule}: {err}");
                     let d = state.check(&rule, slidegate::Clock::now_ms(&clock), cost);
                     assert!(d.remaining <= 3, "{rule}: {d:?}");
@@ -103,7 +124,14 @@ fn threads_hammering_one_key_admit_exactly_the_limit() {
         .map(|_| {
             let (store, rule) = (Arc::clone(&store), rule.clone());
             std::thread::spawn(move || {
-                (0..500).filter(|_| store.check_sync(&rule, "hot", 1).expect("check").allowed).count()
+                (0..500)
+                    .filter(|_| {
+                        store
+                            .check_sync(&Request::new(&rule, "hot", 1).expect("valid request"))
+                            .expect("check")
+                            .allowed
+                    })
+                    .count()
             })
         })
         .collect();

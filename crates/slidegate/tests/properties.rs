@@ -6,6 +6,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use slidegate::algorithm::State;
+use slidegate::store::Request;
 use slidegate::{Algorithm, Rule};
 
 /// One request: time step since the previous one (ms) and cost.
@@ -169,7 +170,7 @@ proptest! {
             now = if back[i] { now.saturating_sub(step) } else { now + step };
             clock.set(now);
             let key = keys[i];
-            let got = store.check_sync(&rule, &format!("k{key}"), cost).expect("valid request");
+            let got = store.check_sync(&Request::new(&rule, &format!("k{key}"), cost).expect("valid request")).expect("valid request");
             let want = models[key].check(&rule, now, cost);
             prop_assert_eq!(got, want, "{}: request {} (key {}, cost {}, t {})", rule, i, key, cost, now);
         }
@@ -195,7 +196,7 @@ proptest! {
             let rule = rule(limit, window, Algorithm::SlidingLog).named("moving").expect("name");
             let cost = cost.min(limit);
             let in_window: u64 = admitted.iter().filter(|&&(t, _)| t + window > now).map(|&(_, c)| u64::from(c)).sum();
-            let decision = store.check_sync(&rule, "k", cost).expect("valid request");
+            let decision = store.check_sync(&Request::new(&rule, "k", cost).expect("valid request")).expect("valid request");
             prop_assert_eq!(decision.allowed, in_window + u64::from(cost) <= u64::from(limit), "request {} (limit {}, cost {}, {} in the window)", i, limit, cost, in_window);
             if decision.allowed {
                 admitted.push((now, cost));

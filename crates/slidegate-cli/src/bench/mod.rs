@@ -29,7 +29,6 @@ use crate::bench_watch::{BreakerWatch, Watched, progress_bar, watch};
 use crate::bench_worker::{Tally, Worker};
 use crate::cli::{Baseline, BenchArgs, BenchBound, KeyOrder, MAX_BENCH_DURATION};
 use crate::redis_stats::StatsConnection;
-use crate::store_calls::Observed;
 use crate::store_choice::{AnyStore, RedisOptions, StoreSpec, connect_redis, run_prefix};
 
 /// Slowest latency the histograms hold exactly (60 s, in microseconds);
@@ -245,7 +244,7 @@ pub async fn execute<S: Store>(
     plan: &BenchPlan,
     show_progress: bool,
 ) -> anyhow::Result<BenchOutcome> {
-    let limiter = plan.limiter.build(Observed(store));
+    let limiter = plan.limiter.build(store);
     let template = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_US, 3).context("latency histogram")?;
     let tally = Arc::new(Tally::default());
     let started = Instant::now();

@@ -2,6 +2,7 @@
 
 use std::sync::atomic::AtomicU64;
 
+use slidegate::store::Request;
 use slidegate::{BreakerState, Decision, Error, ErrorKind};
 
 use super::*;
@@ -26,7 +27,7 @@ fn plan(bound: Bound, key_order: KeyOrder) -> BenchPlan {
 struct DownStore;
 
 impl Store for DownStore {
-    async fn check(&self, _: &Rule, _: &str, _: u32) -> Result<Decision, Error> {
+    async fn check(&self, _: &Request<'_>) -> Result<Decision, Error> {
         Err(Error::new(ErrorKind::Unavailable, "connection refused"))
     }
 }
@@ -38,7 +39,8 @@ struct DenyingStore {
 }
 
 impl Store for DenyingStore {
-    async fn check(&self, rule: &Rule, _: &str, _: u32) -> Result<Decision, Error> {
+    async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
+        let rule = request.rule();
         self.calls.fetch_add(1, Relaxed);
         let minute = Duration::from_secs(60);
         Ok(Decision::limited(rule.limit(), 0, minute, minute))

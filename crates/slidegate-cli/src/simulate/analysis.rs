@@ -2,7 +2,8 @@
 //! measures what was admitted against the *true* sliding window.
 
 use anyhow::Context;
-use slidegate::{Algorithm, ManualClock, MemoryStore, Rule, Store};
+use slidegate::store::Request;
+use slidegate::{Algorithm, ManualClock, MemoryStore, Rule};
 
 use super::traffic::Trace;
 
@@ -38,8 +39,7 @@ pub async fn run_algorithm(trace: &Trace, rule: &Rule) -> anyhow::Result<Algorit
         let key = request.key as usize;
         clock.set(request.at_ms);
         let decision = store
-            .check(rule, &names[key], 1)
-            .await
+            .check_sync(&Request::new(rule, &names[key], 1)?)
             .with_context(|| format!("{} failed at {} ms", rule.algorithm(), request.at_ms))?;
         if decision.allowed {
             admitted_per_key[key].push(request.at_ms);

@@ -14,7 +14,7 @@ use slidegate::{
     Store,
 };
 
-use super::{ok, rule};
+use super::{check, check_all, check_batch, ok, rule};
 
 /// The valid extremes, each on a trace of costs from 1 to the whole limit
 /// at steps from 1 ms to more than the window.
@@ -98,12 +98,12 @@ pub async fn the_edges_of_time<S: Store>(store: &S, clock: &ManualClock) {
     assert_eq!(ok(store, &rule, "beyond", 1).await.remaining, 2, "the last exact time");
     for beyond in [MAX_TIME_MS + 1, 1 << 52, u64::MAX] {
         clock.set(beyond);
-        let err = store.check(&rule, "beyond", 1).await.expect_err("beyond the last exact time");
+        let err = check(store, &rule, "beyond", 1).await.expect_err("beyond the last exact time");
         assert_eq!(err.kind(), ErrorKind::InvalidTime, "{err}");
         assert!(!err.is_transient());
-        let err = store.check_all(&[(&rule, "beyond"), (&rule, "other")], 1).await.expect_err("check_all");
+        let err = check_all(store, &[(&rule, "beyond"), (&rule, "other")], 1).await.expect_err("check_all");
         assert_eq!(err.kind(), ErrorKind::InvalidTime, "{err}");
-        for result in store.check_batch(&[(&rule, "beyond", 1), (&rule, "other", 1)]).await {
+        for result in check_batch(store, &[(&rule, "beyond", 1), (&rule, "other", 1)]).await {
             assert_eq!(result.expect_err("batch").kind(), ErrorKind::InvalidTime);
         }
     }

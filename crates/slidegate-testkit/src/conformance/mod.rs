@@ -17,7 +17,10 @@ use std::num::{NonZeroU16, NonZeroU32};
 use std::time::Duration;
 
 use slidegate::algorithm::State;
-use slidegate::{Algorithm, Decision, ErrorKind, ManualClock, Rule, Store};
+use slidegate::store::{Dimensions, Request, Store};
+use slidegate::{
+    Algorithm, BatchItem, Decision, Dimension, Error, ErrorKind, ManualClock, MultiDecision, Rule,
+};
 
 /// Where every case's clock starts (Nov 2023, in ms since the UNIX epoch),
 /// so Redis' Lua sees realistic magnitudes.
@@ -42,7 +45,47 @@ pub fn rule(limit: u32, window_ms: u64, algorithm: Algorithm) -> Rule {
 }
 
 pub(crate) async fn ok<S: Store>(store: &S, rule: &Rule, key: &str, cost: u32) -> Decision {
-    store.check(rule, key, cost).await.unwrap_or_else(|e| panic!("check {key:?} under {rule}: {e}"))
+    check(store, rule, key, cost).await.unwrap_or_else(|e| panic!("check {key:?} under {rule}: {e}"))
+}
+
+/// [`Store::check`] of the request built from `rule`, `key` and `cost`:
+/// the construction's error when they are invalid (stores only ever see
+/// valid requests).
+///
+/// # Errors
+///
+/// The request's validation error, or the store's.
+pub async fn check<S: Store>(store: &S, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
+    store.check(&Request::new(rule, key, cost)?).await
+}
+
+/// [`Store::check_all`] of the dimensions built from `dimensions` and `cost`.
+///
+/// # Errors
+///
+/// The dimensions' validation error, or the store's.
+pub async fn check_all<S: Store>(
+    store: &S,
+    dimensions: &[Dimension<'_>],
+    cost: u32,
+) -> Result<MultiDecision, Error> {
+    store.check_all(&Dimensions::new(dimensions, cost)?).await
+}
+
+/// [`Store::check_batch`] of the valid items of `items`; the others answer
+/// their validation error, in place.
+pub async fn check_batch<S: Store>(store: &S, items: &[BatchItem<'_>]) -> Vec<Result<Decision, Error>> {
+    let built: Vec<Result<Request<'_>, Error>> =
+        items.iter().map(|&(rule, key, cost)| Request::new(rule, key, cost)).collect();
+    let valid: Vec<Request<'_>> = built.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
+    let mut answers = store.check_batch(&valid).await.into_iter();
+    built
+        .into_iter()
+        .map(|r| match r {
+            Ok(_) => answers.next().unwrap_or_else(|| panic!("the store answered fewer requests than asked")),
+            Err(error) => Err(error),
+        })
+        .collect()
 }
 
 /// Runs every case, each on a fresh store from `make`.
@@ -174,7 +217,8 @@ pub async fn weighted_costs<S: Store>(store: &S, clock: &ManualClock) {
     }
 }
 
-/// Cost 0, cost > N and an empty key are errors, never decisions.
+/// Cost 0, cost > N and an empty key are refused when the request is
+/// built — a store never sees them — and charge nothing.
 pub async fn bad_input_is_an_error<S: Store>(store: &S) {
     for algorithm in algorithms(10) {
         let rule = rule(3, 1000, algorithm);
@@ -183,7 +227,7 @@ pub async fn bad_input_is_an_error<S: Store>(store: &S) {
             ("k", 4, ErrorKind::InvalidCost),
             ("", 1, ErrorKind::InvalidKey),
         ] {
-            let err = store.check(&rule, key, cost).await.expect_err("must be an error");
+            let err = Request::new(&rule, key, cost).expect_err("must be refused");
             assert_eq!(err.kind(), kind, "{rule} key {key:?} cost {cost}: {err}");
             assert!(!err.is_transient());
         }

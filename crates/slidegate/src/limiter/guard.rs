@@ -12,7 +12,8 @@ use tracing::Instrument;
 use super::Inner;
 use crate::breaker::{Admission, Breaker};
 use crate::failure::{self, Reason};
-use crate::{Decision, Dimension, Error, ErrorKind, FailurePolicy, MultiDecision, Rule, Store, telemetry};
+use crate::store::{Dimensions, Request};
+use crate::{Decision, Error, ErrorKind, FailurePolicy, MultiDecision, Rule, Store, telemetry};
 
 /// How a guarded store call ended.
 pub(super) enum Outcome<T> {
@@ -95,15 +96,10 @@ impl<S: Store> Inner<S> {
     }
 
     /// The failure policy's answer to one request.
-    pub(super) fn degrade(
-        &self,
-        rule: &Rule,
-        key: &str,
-        cost: u32,
-        reason: Reason,
-    ) -> Result<Decision, Error> {
+    pub(super) fn degrade(&self, request: &Request<'_>, reason: Reason) -> Result<Decision, Error> {
+        let (rule, cost) = (request.rule(), request.cost());
         let decision = match self.policy {
-            FailurePolicy::Fallback => match self.fallback.check_sync(rule, key, cost) {
+            FailurePolicy::Fallback => match self.fallback.check_sync(request) {
                 Ok(local) => failure::mark_degraded(local),
                 Err(error) if failure::is_input_error(&error) => return Err(error),
                 Err(error) => self.fallback_failed(&error, rule, cost),
@@ -117,26 +113,24 @@ impl<S: Store> Inner<S> {
     /// The failure policy's answer to a multi-dimension request.
     pub(super) fn degrade_all(
         &self,
-        dimensions: &[Dimension<'_>],
-        cost: u32,
+        dimensions: &Dimensions<'_>,
         reason: Reason,
     ) -> Result<MultiDecision, Error> {
+        let (requests, cost) = (dimensions.requests(), dimensions.cost());
         let decisions = match self.policy {
-            FailurePolicy::Fallback => match self.fallback.check_all_sync(dimensions, cost) {
+            FailurePolicy::Fallback => match self.fallback.check_all_sync(dimensions) {
                 Ok(local) => local.decisions.into_iter().map(failure::mark_degraded).collect(),
                 Err(error) if failure::is_input_error(&error) => return Err(error),
-                Err(error) => {
-                    dimensions.iter().map(|(rule, _)| self.fallback_failed(&error, rule, cost)).collect()
-                }
+                Err(error) => requests.iter().map(|r| self.fallback_failed(&error, r.rule(), cost)).collect(),
             },
-            policy => dimensions
+            policy => requests
                 .iter()
-                .map(|(rule, _)| failure::fixed_answer(policy, rule.limit(), cost, self.retry_hint()))
+                .map(|r| failure::fixed_answer(policy, r.rule().limit(), cost, self.retry_hint()))
                 .collect(),
         };
         let multi = MultiDecision::from_decisions(decisions);
-        for ((rule, _), decision) in dimensions.iter().zip(&multi.decisions) {
-            self.count_degraded(rule, reason, decision);
+        for (request, decision) in requests.iter().zip(&multi.decisions) {
+            self.count_degraded(request.rule(), reason, decision);
         }
         Ok(multi)
     }
@@ -159,9 +153,10 @@ impl<S: Store> Inner<S> {
         );
     }
 
-    /// Updates the deny cache with the store's answer for (rule, identity).
-    pub(super) fn remember(&self, rule: &Rule, identity: &str, cost: u32, sent: u64, decision: &Decision) {
+    /// Updates the deny cache with the store's answer to `request`, sent at `sent`.
+    pub(super) fn remember(&self, request: &Request<'_>, sent: u64, decision: &Decision) {
         let Some(cache) = &self.deny_cache else { return };
+        let (rule, identity) = (request.rule(), request.identity().as_str());
         if decision.allowed {
             cache.forget(rule, identity);
         } else if decision.state == crate::State::Banned
@@ -171,7 +166,7 @@ impl<S: Store> Inner<S> {
             // count, and a store that releases reservations may lift a
             // denial before its time; bans, which nothing shortens, are
             // cached either way.
-            cache.insert(rule, identity, cost, sent, decision);
+            cache.insert(rule, identity, request.cost(), sent, decision);
         }
     }
 }

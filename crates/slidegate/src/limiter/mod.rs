@@ -2,27 +2,24 @@
 //! failure policy, circuit breaker, deadline, deny cache and adaptive limits
 //! around the store.
 
-mod batch;
 mod builder;
 mod guard;
+mod pipeline;
 mod scaling;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use builder::{DEFAULT_DEADLINE, DEFAULT_FALLBACK_KEYS, LimiterBuilder};
 
-use guard::Outcome;
 use scaling::Adaptive;
 
 use crate::breaker::Breaker;
 use crate::deny_cache::DenyCache;
-use crate::failure::{self, Reason};
 use crate::{
-    BreakerState, Clock, Decision, Dimension, Error, FailurePolicy, MemoryStore, MultiDecision, Rule, Store,
-    encode_identity, telemetry, validate_cost, validate_dimensions,
+    BatchItem, BreakerState, Clock, Decision, Dimension, Error, FailurePolicy, MemoryStore, MultiDecision,
+    Rule, Store,
 };
 
 /// Answers "may this caller do this now?" for any rule and key, from one
@@ -42,9 +39,11 @@ use crate::{
 /// * **Runtime switch**: [`set_enabled(false)`](Limiter::set_enabled) admits
 ///   everything without asking the store until switched back on.
 /// * **Deny cache**: after a denial with `retry_after = r`, the same rule,
-///   identity and cost are denied locally until `r` passes. This is exact —
-///   only time frees capacity, so the store would deny them too — and sheds
-///   attack traffic without round trips. (A store that releases charges,
+///   identity and cost are denied locally until `r` passes — also as a
+///   dimension of [`check_all`](Limiter::check_all) and in
+///   [`check_batch`](Limiter::check_batch). This is exact — only time frees
+///   capacity, so the store would deny them too — and sheds attack traffic
+///   without round trips. (A store that releases charges,
 ///   [`Store::releases_charges`], gets only its bans cached.)
 /// * **Adaptive limits** (optional, [`LimiterBuilder::adaptive`]): every
 ///   rule's limit is scaled down under local pressure (CPU, memory, store
@@ -143,43 +142,7 @@ impl<S: Store> Limiter<S> {
     /// rule's configured limit. (A cost above an adaptively lowered limit is
     /// a denial, see [`crate::adaptive`].)
     pub async fn check_n(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
-        validate_cost(rule, cost)?;
-        let inner = &*self.inner;
-        let scaling = inner.scaling();
-        let rule = &*scaling.rule(rule);
-        // The key is checked on every path, but encoded only once: a local
-        // store encodes it itself.
-        if !inner.enabled.load(Ordering::Relaxed) {
-            encode_identity(key)?;
-            return Ok(self.record(rule, Decision::disabled(rule.limit())));
-        }
-        if let Some(denial) = scaling.beyond(rule, cost) {
-            encode_identity(key)?;
-            return Ok(self.record(rule, denial));
-        }
-        if inner.store.is_local() {
-            return match inner.store.check(rule, key, cost).await {
-                Ok(decision) => Ok(self.record(rule, decision)),
-                Err(error) if failure::is_input_error(&error) => Err(error),
-                Err(error) => {
-                    inner.degrade(rule, key, cost, Reason::of(&error)).map(|d| self.record(rule, d))
-                }
-            };
-        }
-        let identity = encode_identity(key)?;
-        let sent = inner.clock.now_ms();
-        if let Some(decision) = inner.deny_cache.as_ref().and_then(|c| c.get(rule, &identity, cost, sent)) {
-            telemetry::deny_cache_hit(rule);
-            return Ok(self.record(rule, decision));
-        }
-        match inner.guarded(inner.store.check(rule, key, cost)).await {
-            Outcome::Answered(decision) => {
-                inner.remember(rule, &identity, cost, sent, &decision);
-                Ok(self.record(rule, decision))
-            }
-            Outcome::Invalid(error) => Err(error),
-            Outcome::Failed(reason) => inner.degrade(rule, key, cost, reason).map(|d| self.record(rule, d)),
-        }
+        self.decide(rule, key, cost).await
     }
 
     /// Decides one request (cost 1) against several (rule, key) dimensions:
@@ -188,7 +151,7 @@ impl<S: Store> Limiter<S> {
     ///
     /// # Errors
     ///
-    /// Invalid input only, see [`validate_dimensions`](crate::validate_dimensions).
+    /// Invalid input only, see [`Dimensions::new`](crate::store::Dimensions::new).
     pub async fn check_all(&self, dimensions: &[Dimension<'_>]) -> Result<MultiDecision, Error> {
         self.check_all_n(dimensions, 1).await
     }
@@ -198,64 +161,17 @@ impl<S: Store> Limiter<S> {
     ///
     /// # Errors
     ///
-    /// Invalid input only, see [`validate_dimensions`](crate::validate_dimensions).
+    /// Invalid input only, see [`Dimensions::new`](crate::store::Dimensions::new).
     pub async fn check_all_n(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
-        validate_dimensions(dimensions, cost)?;
-        let inner = &*self.inner;
-        let scaling = inner.scaling();
-        let scaled: Vec<Cow<'_, Rule>>;
-        let effective: Vec<Dimension<'_>>;
-        let dimensions = if scaling.is_active() {
-            scaled = dimensions.iter().map(|(rule, _)| scaling.rule(rule)).collect();
-            effective = scaled.iter().zip(dimensions).map(|(rule, &(_, key))| (&**rule, key)).collect();
-            &effective[..]
-        } else {
-            dimensions
-        };
-        let multi = if !inner.enabled.load(Ordering::Relaxed) {
-            MultiDecision::from_decisions(
-                dimensions.iter().map(|(r, _)| Decision::disabled(r.limit())).collect(),
-            )
-        } else if dimensions.iter().any(|(rule, _)| scaling.beyond(rule, cost).is_some()) {
-            // Not admissible whatever the store holds: nothing is asked.
-            MultiDecision::from_decisions(
-                dimensions
-                    .iter()
-                    .map(|(rule, _)| {
-                        scaling
-                            .beyond(rule, cost)
-                            .unwrap_or_else(|| Decision::allowed(rule.limit(), 0, Duration::ZERO))
-                    })
-                    .collect(),
-            )
-        } else if inner.store.is_local() {
-            match inner.store.check_all(dimensions, cost).await {
-                Ok(multi) => multi,
-                Err(error) if failure::is_input_error(&error) => return Err(error),
-                Err(error) => inner.degrade_all(dimensions, cost, Reason::of(&error))?,
-            }
-        } else {
-            let sent = inner.clock.now_ms();
-            match inner.guarded(inner.store.check_all(dimensions, cost)).await {
-                Outcome::Answered(multi) => {
-                    for ((rule, key), decision) in dimensions.iter().zip(&multi.decisions) {
-                        inner.remember(rule, &encode_identity(key)?, cost, sent, decision);
-                    }
-                    multi
-                }
-                Outcome::Invalid(error) => return Err(error),
-                Outcome::Failed(reason) => inner.degrade_all(dimensions, cost, reason)?,
-            }
-        };
-        for ((rule, _), decision) in dimensions.iter().zip(&multi.decisions) {
-            telemetry::decision(rule, decision);
-        }
-        Ok(multi)
+        self.decide_all(dimensions, cost).await
     }
 
-    fn record(&self, rule: &Rule, decision: Decision) -> Decision {
-        telemetry::decision(rule, &decision);
-        decision
+    /// Decides many independent requests at once — one round trip to the
+    /// Redis store (per Cluster slot) instead of one each. Results are in
+    /// input order; an invalid request gets its own `Err` and does not
+    /// affect the others. Denials in the deny cache are answered locally.
+    pub async fn check_batch(&self, requests: &[BatchItem<'_>]) -> Vec<Result<Decision, Error>> {
+        self.decide_batch(requests).await
     }
 
     /// Turns limiting on or off for this limiter and all its clones, at run

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::Inner;
 use crate::adaptive::{AdaptiveConfig, AdaptiveScaler, LatencyAverage, Signals, scale};
-use crate::{Decision, Rule, Store, telemetry};
+use crate::{Decision, Rule, Source, Store, telemetry};
 
 /// The adaptive state of one limiter (shared by its clones).
 #[derive(Debug)]
@@ -56,8 +56,9 @@ impl Scaling {
     /// the configured limit, or validation would have refused it): denied
     /// until the limit may next change, without asking the store.
     pub(super) fn beyond(&self, effective: &Rule, cost: u32) -> Option<Decision> {
-        (cost > effective.limit())
-            .then(|| Decision::limited(effective.limit(), 0, self.retry, Duration::ZERO))
+        (cost > effective.limit()).then(|| {
+            Decision::limited(effective.limit(), 0, self.retry, Duration::ZERO).from(Source::AdaptiveLimit)
+        })
     }
 }
 

@@ -10,10 +10,8 @@ use entry::Entry;
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry as Slot;
 
-use crate::{
-    Clock, Decision, Dimension, Error, ErrorKind, MultiDecision, Rule, Store, SystemClock, encode_identity,
-    validate_cost, validate_dimensions, validate_time,
-};
+use crate::store::{Dimensions, Request};
+use crate::{Clock, Decision, Error, ErrorKind, MultiDecision, Rule, Store, SystemClock, validate_time};
 use key::Key;
 
 /// Default [`MemoryStoreBuilder::max_keys`].
@@ -56,16 +54,18 @@ impl Shard {
 /// ```
 /// use std::num::NonZeroU32;
 /// use std::time::Duration;
-/// use slidegate::{ManualClock, MemoryStore, Rule, Store};
+/// use slidegate::store::{Request, Store};
+/// use slidegate::{ManualClock, MemoryStore, Rule};
 ///
 /// # tokio_test_shim::block_on(async {
 /// let clock = ManualClock::new(0);
 /// let store = MemoryStore::builder().clock(clock.clone()).build();
 /// let rule = Rule::per_second(NonZeroU32::new(1).unwrap());
-/// assert!(store.check(&rule, "alice", 1).await?.allowed);
-/// assert!(!store.check(&rule, "alice", 1).await?.allowed);
+/// let request = Request::new(&rule, "alice", 1)?;
+/// assert!(store.check(&request).await?.allowed);
+/// assert!(!store.check(&request).await?.allowed);
 /// clock.advance(Duration::from_secs(1));
-/// assert!(store.check(&rule, "alice", 1).await?.allowed);
+/// assert!(store.check(&request).await?.allowed);
 /// # Ok::<(), slidegate::Error>(()) }).unwrap();
 /// # mod tokio_test_shim { pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// #   tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f) } }
@@ -183,19 +183,18 @@ impl MemoryStore {
     ///
     /// # Errors
     ///
-    /// Invalid key or cost, a clock beyond [`MAX_TIME_MS`](crate::MAX_TIME_MS)
+    /// A clock beyond [`MAX_TIME_MS`](crate::MAX_TIME_MS)
     /// ([`ErrorKind::InvalidTime`]), or [`ErrorKind::CapacityExhausted`].
-    pub fn check_sync(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
-        validate_cost(rule, cost)?;
-        let identity = encode_identity(key)?;
+    pub fn check_sync(&self, request: &Request<'_>) -> Result<Decision, Error> {
+        let (rule, identity, cost) = (request.rule(), request.identity().as_str(), request.cost());
         let now = validate_time(self.inner.clock.now_ms())?;
-        let hash = self.hash(rule, &identity);
+        let hash = self.hash(rule, identity);
         let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
         shard.ops = shard.ops.wrapping_add(1);
         if shard.ops.is_multiple_of(SWEEP_EVERY) {
             shard.sweep(now);
         }
-        let entry = self.entry(&mut shard, &identity, hash, rule, now)?;
+        let entry = self.entry(&mut shard, identity, hash, rule, now)?;
         if rule.penalty().is_none() {
             return Ok(entry.check(rule, now, cost));
         }
@@ -210,31 +209,33 @@ impl MemoryStore {
     ///
     /// # Errors
     ///
-    /// As [`validate_dimensions`], [`ErrorKind::InvalidTime`] or
-    /// [`ErrorKind::CapacityExhausted`].
-    pub fn check_all_sync(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
-        validate_dimensions(dimensions, cost)?;
-        let mut keys = Vec::with_capacity(dimensions.len());
-        for (rule, key) in dimensions {
-            let identity = encode_identity(key)?;
-            let hash = self.hash(rule, &identity);
-            keys.push((identity, hash, self.shard_of(hash)));
-        }
-        let mut order: Vec<usize> = keys.iter().map(|(_, _, shard)| *shard).collect();
+    /// [`ErrorKind::InvalidTime`] or [`ErrorKind::CapacityExhausted`].
+    pub fn check_all_sync(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
+        let (requests, cost) = (dimensions.requests(), dimensions.cost());
+        let keys: Vec<(u64, usize)> = requests
+            .iter()
+            .map(|r| {
+                let hash = self.hash(r.rule(), r.identity().as_str());
+                (hash, self.shard_of(hash))
+            })
+            .collect();
+        let mut order: Vec<usize> = keys.iter().map(|&(_, shard)| shard).collect();
         order.sort_unstable();
         order.dedup();
         let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
             order.iter().map(|&i| (i, lock(&self.inner.shards[i]))).collect();
         let now = validate_time(self.inner.clock.now_ms())?;
-        let mut peeked = Vec::with_capacity(dimensions.len());
-        for ((rule, _), (identity, hash, shard)) in dimensions.iter().zip(&keys) {
-            let entry = self.entry(guard_of(&mut guards, *shard), identity, *hash, rule, now)?;
+        let mut peeked = Vec::with_capacity(requests.len());
+        for (request, &(hash, shard)) in requests.iter().zip(&keys) {
+            let (rule, identity) = (request.rule(), request.identity().as_str());
+            let entry = self.entry(guard_of(&mut guards, shard), identity, hash, rule, now)?;
             peeked.push(entry.peek(rule, now, cost));
         }
         let charge = peeked.iter().all(|d| d.allowed);
-        let mut decisions = Vec::with_capacity(dimensions.len());
-        for (((rule, _), (identity, hash, shard)), peek) in dimensions.iter().zip(&keys).zip(peeked) {
-            let entry = self.entry(guard_of(&mut guards, *shard), identity, *hash, rule, now)?;
+        let mut decisions = Vec::with_capacity(requests.len());
+        for ((request, &(hash, shard)), peek) in requests.iter().zip(&keys).zip(peeked) {
+            let (rule, identity) = (request.rule(), request.identity().as_str());
+            let entry = self.entry(guard_of(&mut guards, shard), identity, hash, rule, now)?;
             decisions.push(entry.finish(rule, now, cost, peek, charge));
         }
         Ok(MultiDecision::from_decisions(decisions))
@@ -298,12 +299,12 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 }
 
 impl Store for MemoryStore {
-    async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
-        self.check_sync(rule, key, cost)
+    async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
+        self.check_sync(request)
     }
 
-    async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
-        self.check_all_sync(dimensions, cost)
+    async fn check_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
+        self.check_all_sync(dimensions)
     }
 
     fn is_local(&self) -> bool {

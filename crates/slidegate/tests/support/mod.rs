@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
+use slidegate::store::{Dimensions, Request};
 use slidegate::{
-    BreakerConfig, Decision, Dimension, Error, ErrorKind, FailurePolicy, Limiter, ManualClock, MemoryStore,
+    BreakerConfig, Decision, Error, ErrorKind, FailurePolicy, Limiter, ManualClock, MemoryStore,
     MultiDecision, Rule, Store,
 };
 
@@ -61,14 +62,14 @@ impl Remote {
 }
 
 impl Store for Remote {
-    async fn check(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
+    async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
         self.reach().await?;
-        self.state.check(rule, key, cost).await
+        self.state.check(request).await
     }
 
-    async fn check_all(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
+    async fn check_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
         self.reach().await?;
-        self.state.check_all(dimensions, cost).await
+        self.state.check_all(dimensions).await
     }
 
     fn releases_charges(&self) -> bool {

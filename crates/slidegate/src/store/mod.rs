@@ -1,57 +1,63 @@
-//! The one storage abstraction every backend implements.
+//! For store implementers: the [`Store`] trait and the validated requests
+//! that cross it.
+//!
+//! The [`Limiter`](crate::Limiter) validates every request once, where it
+//! enters the core — the key encoded into an [`Identity`], the cost checked
+//! against the rule, a multi-dimension request's [`Dimensions`] checked for
+//! count and repeats — and hands stores only requests built that way. A
+//! store trusts them: it never re-validates or re-encodes.
+
+mod request;
 
 use std::future::Future;
 
-use crate::{Decision, Dimension, Error, ErrorKind, MultiDecision, Rule};
+pub use crate::identity::{Identity, encode_identity};
+pub use crate::penalty::PenaltyState;
+pub use request::{Dimensions, Request};
 
-/// One request of a batch: rule, key, cost.
-pub type BatchItem<'a> = (&'a Rule, &'a str, u32);
+use crate::{Decision, Error, ErrorKind, MultiDecision};
 
 /// Where limiter state lives: [`MemoryStore`](crate::MemoryStore) in this
 /// crate, Redis in `slidegate-redis`.
 ///
 /// A store decides and records atomically: two concurrent checks of the same
-/// key never both take the last unit. Stores validate their input (cost,
-/// key) themselves and encode keys with
-/// [`encode_identity`](crate::encode_identity).
+/// key never both take the last unit. Its input is already validated (see
+/// the [module](self) docs).
 pub trait Store: Send + Sync + 'static {
-    /// Decides a request of `cost` for `key` under `rule`, charging it if
-    /// admitted.
+    /// Decides `request`, charging it if admitted.
     ///
     /// # Errors
     ///
-    /// Invalid input ([`InvalidKey`](crate::ErrorKind::InvalidKey),
-    /// [`InvalidCost`](crate::ErrorKind::InvalidCost)) or a store failure.
-    /// Being over the limit is `Ok` with a denied [`Decision`].
-    fn check(
-        &self,
-        rule: &Rule,
-        key: &str,
-        cost: u32,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send;
+    /// A store failure, or a time the store cannot decide at
+    /// ([`InvalidTime`](crate::ErrorKind::InvalidTime)). Being over the
+    /// limit is `Ok` with a denied [`Decision`].
+    fn check(&self, request: &Request<'_>) -> impl Future<Output = Result<Decision, Error>> + Send;
 
     /// Decides one request against several dimensions at once, atomically:
     /// admitted only if every dimension admits, and then all are charged;
     /// if any denies, none is (see [`MultiDecision`]).
     ///
-    /// The default refuses with [`ErrorKind::Backend`]: a store must decide
-    /// all dimensions atomically, which only the store itself can do. Both
-    /// stores of slidegate implement it.
+    /// The default decides one dimension with [`check`](Self::check) and
+    /// refuses more with [`ErrorKind::Backend`]: a store must decide
+    /// several atomically, which only the store itself can do. Both stores
+    /// of slidegate implement it.
     ///
     /// # Errors
     ///
-    /// As [`check`](Self::check), plus the input errors of
-    /// [`validate_dimensions`](crate::validate_dimensions).
+    /// As [`check`](Self::check).
     fn check_all(
         &self,
-        dimensions: &[Dimension<'_>],
-        cost: u32,
+        dimensions: &Dimensions<'_>,
     ) -> impl Future<Output = Result<MultiDecision, Error>> + Send {
-        let _ = (dimensions, cost);
-        std::future::ready(Err(Error::new(
-            ErrorKind::Backend,
-            "this store does not implement multi-dimension checks",
-        )))
+        async move {
+            match dimensions.requests() {
+                [one] => Ok(MultiDecision::from_decisions(vec![self.check(one).await?])),
+                _ => Err(Error::new(
+                    ErrorKind::Backend,
+                    "this store does not implement multi-dimension checks",
+                )),
+            }
+        }
     }
 
     /// Decides many independent requests; the results are in input order,
@@ -59,12 +65,12 @@ pub trait Store: Send + Sync + 'static {
     /// sends the whole batch in one round trip (per Cluster slot).
     fn check_batch(
         &self,
-        requests: &[BatchItem<'_>],
+        requests: &[Request<'_>],
     ) -> impl Future<Output = Vec<Result<Decision, Error>>> + Send {
         async move {
             let mut out = Vec::with_capacity(requests.len());
-            for &(rule, key, cost) in requests {
-                out.push(self.check(rule, key, cost).await);
+            for request in requests {
+                out.push(self.check(request).await);
             }
             out
         }
@@ -89,26 +95,20 @@ pub trait Store: Send + Sync + 'static {
 }
 
 impl<S: Store> Store for std::sync::Arc<S> {
-    fn check(
-        &self,
-        rule: &Rule,
-        key: &str,
-        cost: u32,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        (**self).check(rule, key, cost)
+    fn check(&self, request: &Request<'_>) -> impl Future<Output = Result<Decision, Error>> + Send {
+        (**self).check(request)
     }
 
     fn check_all(
         &self,
-        dimensions: &[Dimension<'_>],
-        cost: u32,
+        dimensions: &Dimensions<'_>,
     ) -> impl Future<Output = Result<MultiDecision, Error>> + Send {
-        (**self).check_all(dimensions, cost)
+        (**self).check_all(dimensions)
     }
 
     fn check_batch(
         &self,
-        requests: &[BatchItem<'_>],
+        requests: &[Request<'_>],
     ) -> impl Future<Output = Vec<Result<Decision, Error>>> + Send {
         (**self).check_batch(requests)
     }

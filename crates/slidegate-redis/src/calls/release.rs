@@ -1,0 +1,37 @@
+//! Taking back a cross-slot reservation: `release.lua` on the state keys
+//! one `check.lua` call charged.
+
+use slidegate::store::Request;
+
+use super::{Call, algorithm_code, buckets};
+use crate::keys::key_for;
+use crate::scripts::Scripts;
+
+/// The call taking back the charges of `requests` made at `now` (ms, the
+/// general script's reply) with `receipts`, each of `cost`.
+pub(crate) fn call<'s>(
+    scripts: &'s Scripts,
+    prefix: &str,
+    requests: &[Request<'_>],
+    receipts: &[i64],
+    cost: u32,
+    now: i64,
+) -> Call<'s> {
+    let keys: Vec<String> = requests
+        .iter()
+        .map(|r| key_for(prefix, r.rule(), r.identity().as_str(), &r.rule().state_part()))
+        .collect();
+    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let mut call = Call::new(scripts.release(), &key_refs);
+    call.cmd.arg(now).arg(cost).arg(requests.len());
+    for (request, receipt) in requests.iter().zip(receipts) {
+        let rule = request.rule();
+        call.cmd
+            .arg(algorithm_code(rule.algorithm()))
+            .arg(rule.limit())
+            .arg(rule.window_ms())
+            .arg(buckets(rule.algorithm()))
+            .arg(*receipt);
+    }
+    call
+}

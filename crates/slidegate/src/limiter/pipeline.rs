@@ -1,0 +1,298 @@
+//! The one pipeline every check runs through, in three stages:
+//!
+//! * **prepare** — validate once (into a [`Request`] or [`Dimensions`]),
+//!   scale by adaptive limits, then answer without the store when limiting
+//!   is switched off, when the cost is beyond the scaled limit, or when the
+//!   deny cache holds the denial (remote stores only);
+//! * **ask** — a local store directly; a remote one behind the circuit
+//!   breaker and the deadline;
+//! * **settle** — remember or forget denials in the deny cache, answer
+//!   failures by the failure policy, record the decision's metrics.
+//!
+//! [`Limiter::check_n`], [`Limiter::check_all_n`] and
+//! [`Limiter::check_batch`] only shape input and output around these.
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::guard::Outcome;
+use super::scaling::Scaling;
+use super::{Inner, Limiter};
+use crate::failure::{self, Reason};
+use crate::store::{Dimensions, Request};
+use crate::{Decision, Dimension, Error, MultiDecision, Rule, Source, Store, telemetry};
+
+/// A request after the prepare stage: answered (`A`), or for the store (`Q`).
+pub(super) enum Prepared<A, Q> {
+    Answered(A),
+    Ask(Q),
+}
+
+impl<S: Store> Inner<S> {
+    /// The time the deny cache is read and written at: `Some` only when it
+    /// applies (a remote store, and a cache configured).
+    fn cache_time(&self) -> Option<u64> {
+        (self.deny_cache.is_some() && !self.store.is_local()).then(|| self.clock.now_ms())
+    }
+
+    /// Prepares one request: `rule` is the configured rule.
+    fn prepare<'a>(
+        &self,
+        scaling: &Scaling,
+        rule: &'a Rule,
+        key: &'a str,
+        cost: u32,
+        sent: Option<u64>,
+    ) -> Result<Prepared<Decision, Request<'a>>, Error> {
+        let request = Request::new(rule, key, cost)?.enforcing(scaling.rule(rule));
+        let rule = request.rule();
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Ok(Prepared::Answered(Decision::disabled(rule.limit())));
+        }
+        if let Some(denial) = scaling.beyond(rule, cost) {
+            return Ok(Prepared::Answered(denial));
+        }
+        if let Some(decision) = self.cached(&request, sent) {
+            return Ok(Prepared::Answered(decision));
+        }
+        Ok(Prepared::Ask(request))
+    }
+
+    /// The deny cache's answer to `request`, if it holds one.
+    fn cached(&self, request: &Request<'_>, sent: Option<u64>) -> Option<Decision> {
+        let (cache, sent) = (self.deny_cache.as_ref()?, sent?);
+        let decision = cache.get(request.rule(), request.identity().as_str(), request.cost(), sent)?;
+        telemetry::deny_cache_hit(request.rule());
+        Some(decision)
+    }
+
+    /// Prepares a multi-dimension request. Denied locally when one of its
+    /// dimensions is cached as denied at this cost — the store would deny
+    /// it too and charge nothing — unless another dimension has a penalty,
+    /// whose violation only the store can count.
+    fn prepare_all<'a>(
+        &self,
+        scaling: &Scaling,
+        dimensions: &[Dimension<'a>],
+        cost: u32,
+        sent: Option<u64>,
+    ) -> Result<Prepared<MultiDecision, Dimensions<'a>>, Error> {
+        let mut valid = Dimensions::new(dimensions, cost)?;
+        if scaling.is_active() {
+            let scaled = valid.into_requests().into_iter().zip(dimensions);
+            valid = Dimensions::from_valid(
+                scaled.map(|(r, (rule, _))| r.enforcing(scaling.rule(rule))).collect(),
+            );
+        }
+        let requests = valid.requests();
+        if !self.enabled.load(Ordering::Relaxed) {
+            let decisions = requests.iter().map(|r| Decision::disabled(r.rule().limit())).collect();
+            return Ok(Prepared::Answered(MultiDecision::from_decisions(decisions)));
+        }
+        if requests.iter().any(|r| scaling.beyond(r.rule(), cost).is_some()) {
+            // Not admissible whatever the store holds: nothing is asked.
+            let decisions = requests.iter().map(|r| {
+                let rule = r.rule();
+                scaling.beyond(rule, cost).unwrap_or_else(|| unknown(rule, Source::AdaptiveLimit))
+            });
+            return Ok(Prepared::Answered(MultiDecision::from_decisions(decisions.collect())));
+        }
+        if sent.is_some() {
+            let cached: Vec<Option<Decision>> = requests.iter().map(|r| self.cached(r, sent)).collect();
+            let hit = cached.iter().position(Option::is_some);
+            let penalty_elsewhere = |hit: usize| {
+                requests.iter().enumerate().any(|(i, r)| i != hit && r.rule().penalty().is_some())
+            };
+            if let Some(hit) = hit
+                && !penalty_elsewhere(hit)
+            {
+                let decisions = requests.iter().zip(cached);
+                let decisions =
+                    decisions.map(|(r, c)| c.unwrap_or_else(|| unknown(r.rule(), Source::DenyCache)));
+                return Ok(Prepared::Answered(MultiDecision::from_decisions(decisions.collect())));
+            }
+        }
+        Ok(Prepared::Ask(valid))
+    }
+
+    /// Asks the store: directly when it is local, otherwise behind the
+    /// breaker and the deadline.
+    pub(super) async fn ask<T>(&self, call: impl Future<Output = Result<T, Error>>) -> Outcome<T> {
+        if !self.store.is_local() {
+            return self.guarded(call).await;
+        }
+        match call.await {
+            Ok(answer) => Outcome::Answered(answer),
+            Err(error) if failure::is_input_error(&error) => Outcome::Invalid(error),
+            Err(error) => Outcome::Failed(Reason::of(&error)),
+        }
+    }
+
+    /// Settles one request's outcome: the store's answer (remembered by the
+    /// deny cache), the caller's error, or the failure policy's answer.
+    fn settle(
+        &self,
+        request: &Request<'_>,
+        sent: Option<u64>,
+        outcome: Outcome<Decision>,
+    ) -> Result<Decision, Error> {
+        match outcome {
+            Outcome::Answered(decision) => {
+                if let Some(sent) = sent {
+                    self.remember(request, sent, &decision);
+                }
+                Ok(decision)
+            }
+            Outcome::Invalid(error) => Err(error),
+            Outcome::Failed(reason) => self.degrade(request, reason),
+        }
+    }
+
+    /// [`settle`](Self::settle) for a multi-dimension request.
+    fn settle_all(
+        &self,
+        dimensions: &Dimensions<'_>,
+        sent: Option<u64>,
+        outcome: Outcome<MultiDecision>,
+    ) -> Result<MultiDecision, Error> {
+        match outcome {
+            Outcome::Answered(multi) => {
+                if let Some(sent) = sent {
+                    for (request, decision) in dimensions.requests().iter().zip(&multi.decisions) {
+                        self.remember(request, sent, decision);
+                    }
+                }
+                Ok(multi)
+            }
+            Outcome::Invalid(error) => Err(error),
+            Outcome::Failed(reason) => self.degrade_all(dimensions, reason),
+        }
+    }
+}
+
+/// A dimension the store was not asked about, in a request denied for
+/// another one: admissible as far as is known, with no quota promised.
+fn unknown(rule: &Rule, source: Source) -> Decision {
+    Decision::allowed(rule.limit(), 0, Duration::ZERO).from(source)
+}
+
+fn record(rule: &Rule, decision: Decision) -> Decision {
+    telemetry::decision(rule, &decision);
+    decision
+}
+
+impl<S: Store> Limiter<S> {
+    /// The pipeline of one request (see the module docs).
+    pub(super) async fn decide(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
+        let inner = &*self.inner;
+        let scaling = inner.scaling();
+        let sent = inner.cache_time();
+        let request = match inner.prepare(&scaling, rule, key, cost, sent)? {
+            Prepared::Answered(decision) => return Ok(record(rule, decision)),
+            Prepared::Ask(request) => request,
+        };
+        let outcome = inner.ask(inner.store.check(&request)).await;
+        inner.settle(&request, sent, outcome).map(|d| record(request.rule(), d))
+    }
+
+    /// The pipeline of one multi-dimension request.
+    pub(super) async fn decide_all(
+        &self,
+        dimensions: &[Dimension<'_>],
+        cost: u32,
+    ) -> Result<MultiDecision, Error> {
+        let inner = &*self.inner;
+        let scaling = inner.scaling();
+        let sent = inner.cache_time();
+        let multi = match inner.prepare_all(&scaling, dimensions, cost, sent)? {
+            Prepared::Answered(multi) => multi,
+            Prepared::Ask(valid) => {
+                let outcome = inner.ask(inner.store.check_all(&valid)).await;
+                inner.settle_all(&valid, sent, outcome)?
+            }
+        };
+        for ((rule, _), decision) in dimensions.iter().zip(&multi.decisions) {
+            telemetry::decision(rule, decision);
+        }
+        Ok(multi)
+    }
+
+    /// The pipeline of many independent requests: each prepared and settled
+    /// on its own, those for the store asked in one call.
+    pub(super) async fn decide_batch(
+        &self,
+        requests: &[crate::BatchItem<'_>],
+    ) -> Vec<Result<Decision, Error>> {
+        let inner = &*self.inner;
+        let scaling = inner.scaling();
+        let sent = inner.cache_time();
+        let mut results: Vec<Option<Result<Decision, Error>>> = Vec::with_capacity(requests.len());
+        let mut asked: Vec<usize> = Vec::new();
+        let mut to_ask: Vec<Request<'_>> = Vec::new();
+        for (i, &(rule, key, cost)) in requests.iter().enumerate() {
+            results.push(match inner.prepare(&scaling, rule, key, cost, sent) {
+                Ok(Prepared::Answered(decision)) => Some(Ok(decision)),
+                Ok(Prepared::Ask(request)) => {
+                    asked.push(i);
+                    to_ask.push(request);
+                    None
+                }
+                Err(error) => Some(Err(error)),
+            });
+        }
+        if !to_ask.is_empty() {
+            let answers = inner.ask_batch(&to_ask).await;
+            for ((request, i), answer) in to_ask.iter().zip(asked).zip(answers) {
+                results[i] = Some(inner.settle(request, sent, answer));
+            }
+        }
+        results
+            .into_iter()
+            .zip(requests)
+            .map(|(result, &(rule, _, _))| {
+                let result =
+                    result.unwrap_or_else(|| Err(Error::new(crate::ErrorKind::Backend, "batch item lost")));
+                result.map(|decision| record(rule, decision))
+            })
+            .collect()
+    }
+}
+
+impl<S: Store> Inner<S> {
+    /// Asks the store for a batch: one outcome per request. A batch whose
+    /// every item failed for the store's sake is one failed call to the
+    /// breaker (and a success is a success): batch-only traffic opens and
+    /// closes it like checks do.
+    async fn ask_batch(&self, requests: &[Request<'_>]) -> Vec<Outcome<Decision>> {
+        let per_item = |answers: Vec<Result<Decision, Error>>| -> Vec<Outcome<Decision>> {
+            answers
+                .into_iter()
+                .map(|answer| match answer {
+                    Ok(decision) => Outcome::Answered(decision),
+                    Err(error) if failure::is_input_error(&error) => Outcome::Invalid(error),
+                    Err(error) => Outcome::Failed(Reason::of(&error)),
+                })
+                .collect()
+        };
+        let call = async {
+            let answers = self.store.check_batch(requests).await;
+            let failed = |a: &Result<Decision, Error>| a.as_ref().is_err_and(|e| !failure::is_input_error(e));
+            match answers.first() {
+                Some(Err(error)) if answers.iter().all(failed) => {
+                    Err(Error::new(error.kind(), error.message()))
+                }
+                _ => Ok(answers),
+            }
+        };
+        let mut outcomes = match self.ask(call).await {
+            Outcome::Answered(answers) => per_item(answers),
+            Outcome::Failed(reason) => requests.iter().map(|_| Outcome::Failed(reason)).collect(),
+            // The call above fails with store errors only.
+            Outcome::Invalid(_) => requests.iter().map(|_| Outcome::Failed(Reason::Unavailable)).collect(),
+        };
+        // Never expected: a store that answered fewer requests than asked.
+        outcomes.resize_with(requests.len(), || Outcome::Failed(Reason::Backend));
+        outcomes
+    }
+}

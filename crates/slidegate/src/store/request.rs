@@ -1,0 +1,193 @@
+//! What crosses the [`Store`](super::Store) boundary: requests validated
+//! once, where they enter the core, and trusted below.
+
+use std::borrow::Cow;
+
+use crate::{Dimension, Error, ErrorKind, MAX_DIMENSIONS, Rule, validate_cost};
+
+use super::Identity;
+
+/// One request to a store: a rule, an encoded [`Identity`] and a cost that
+/// rule can admit (1 to its limit). Built by [`Request::new`], which does
+/// all the validation a store may rely on.
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use slidegate::{ErrorKind, Rule, store::Request};
+///
+/// let rule = Rule::per_second(NonZeroU32::new(5).unwrap());
+/// let request = Request::new(&rule, "a{b}", 2)?;
+/// assert!(request.identity().as_str().starts_with('#'));
+/// assert_eq!(Request::new(&rule, "alice", 6).unwrap_err().kind(), ErrorKind::InvalidCost);
+/// assert_eq!(Request::new(&rule, "", 1).unwrap_err().kind(), ErrorKind::InvalidKey);
+/// # Ok::<(), slidegate::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request<'a> {
+    rule: Cow<'a, Rule>,
+    identity: Identity<'a>,
+    cost: u32,
+}
+
+impl<'a> Request<'a> {
+    /// A request of `cost` for `key` under `rule`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidCost`] for a cost of 0 or above the rule's limit;
+    /// [`ErrorKind::InvalidKey`] for an empty key.
+    pub fn new(rule: &'a Rule, key: &'a str, cost: u32) -> Result<Request<'a>, Error> {
+        validate_cost(rule, cost)?;
+        Ok(Request { rule: Cow::Borrowed(rule), identity: Identity::new(key)?, cost })
+    }
+
+    /// The rule to decide under.
+    pub fn rule(&self) -> &Rule {
+        &self.rule
+    }
+
+    /// Whose state it is.
+    pub fn identity(&self) -> &Identity<'a> {
+        &self.identity
+    }
+
+    /// The request's weight, at least 1.
+    pub fn cost(&self) -> u32 {
+        self.cost
+    }
+
+    /// The same request under `rule`, the same state with another limit (an
+    /// adaptively scaled one). The caller keeps `cost ≤ rule.limit()`.
+    pub(crate) fn enforcing(self, rule: Cow<'a, Rule>) -> Request<'a> {
+        debug_assert_eq!(rule.state_prefix(), self.rule.state_prefix());
+        Request { rule, ..self }
+    }
+
+    /// The same request, owning its parts (e.g. to queue it).
+    pub fn into_owned(self) -> Request<'static> {
+        Request {
+            rule: Cow::Owned(self.rule.into_owned()),
+            identity: self.identity.into_owned(),
+            cost: self.cost,
+        }
+    }
+}
+
+/// The dimensions of one multi-dimension request: 1 to [`MAX_DIMENSIONS`]
+/// [`Request`]s of the same cost, no two sharing state (the same rule state
+/// and identity would each see the other's quota as free and admit twice
+/// the cost).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dimensions<'a> {
+    requests: Vec<Request<'a>>,
+}
+
+impl<'a> Dimensions<'a> {
+    /// Validates `dimensions` for a request of `cost`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidKey`] for no or too many dimensions, an empty key
+    /// or a repeated dimension; [`ErrorKind::InvalidCost`] for a cost some
+    /// rule cannot admit.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use slidegate::{Rule, store::Dimensions};
+    ///
+    /// let rule = Rule::per_second(NonZeroU32::new(2).unwrap());
+    /// assert_eq!(Dimensions::new(&[(&rule, "a"), (&rule, "b")], 2)?.len(), 2);
+    /// let twice = Dimensions::new(&[(&rule, "a"), (&rule, "a")], 1).unwrap_err();
+    /// assert!(twice.to_string().contains("appears twice"));
+    /// # Ok::<(), slidegate::Error>(())
+    /// ```
+    pub fn new(dimensions: &[Dimension<'a>], cost: u32) -> Result<Dimensions<'a>, Error> {
+        if dimensions.is_empty() || dimensions.len() > MAX_DIMENSIONS {
+            return Err(Error::new(
+                ErrorKind::InvalidKey,
+                format!("a check needs 1..={MAX_DIMENSIONS} dimensions, got {}", dimensions.len()),
+            ));
+        }
+        let mut requests: Vec<Request<'a>> = Vec::with_capacity(dimensions.len());
+        for &(rule, key) in dimensions {
+            let request = Request::new(rule, key, cost)?;
+            // At most 16: comparing pairs costs less than hashing.
+            if requests.iter().any(|other| other.shares_state(&request)) {
+                return Err(Error::new(
+                    ErrorKind::InvalidKey,
+                    format!(
+                        "dimension {rule} for key {:?} appears twice in one check",
+                        key.chars().take(64).collect::<String>()
+                    ),
+                ));
+            }
+            requests.push(request);
+        }
+        Ok(Dimensions { requests })
+    }
+
+    /// Dimensions already validated (their requests rebuilt under scaled rules).
+    pub(crate) fn from_valid(requests: Vec<Request<'a>>) -> Dimensions<'a> {
+        Dimensions { requests }
+    }
+
+    /// The requests, one per dimension, in the order given.
+    pub fn requests(&self) -> &[Request<'a>] {
+        &self.requests
+    }
+
+    /// The requests, owned.
+    pub(crate) fn into_requests(self) -> Vec<Request<'a>> {
+        self.requests
+    }
+
+    /// The cost charged to every dimension.
+    pub fn cost(&self) -> u32 {
+        self.requests[0].cost
+    }
+
+    /// How many dimensions (at least 1).
+    pub fn len(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Never: a check has at least one dimension.
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
+}
+
+impl Request<'_> {
+    /// Whether both keep their state in the same place.
+    fn shares_state(&self, other: &Request<'_>) -> bool {
+        self.rule.state_prefix() == other.rule.state_prefix() && self.identity == other.identity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU32;
+
+    use super::*;
+
+    #[test]
+    fn rejects_bad_dimension_lists() {
+        let rule = Rule::per_second(NonZeroU32::new(2).unwrap());
+        let kind = |d: &[Dimension<'_>], cost| Dimensions::new(d, cost).unwrap_err().kind();
+        assert_eq!(kind(&[], 1), ErrorKind::InvalidKey);
+        let many: Vec<Dimension<'_>> = (0..17).map(|_| (&rule, "k")).collect();
+        assert!(Dimensions::new(&many, 1).unwrap_err().to_string().contains("1..=16"));
+        let twice = Dimensions::new(&[(&rule, "k"), (&rule, "k")], 1).unwrap_err();
+        assert!(twice.to_string().contains("appears twice"), "{twice}");
+        assert_eq!(kind(&[(&rule, "k")], 3), ErrorKind::InvalidCost);
+        assert_eq!(kind(&[(&rule, "")], 1), ErrorKind::InvalidKey);
+        // Two hostile keys with one digest are one identity.
+        let long = "x".repeat(300);
+        assert!(Dimensions::new(&[(&rule, &long), (&rule, long.as_str())], 1).is_err());
+        let dims = Dimensions::new(&[(&rule, "a"), (&rule, "b")], 2).unwrap();
+        assert_eq!((dims.len(), dims.cost()), (2, 2));
+        // The same identity under another rule's state is another dimension.
+        let other = rule.clone().named("other").unwrap();
+        assert!(Dimensions::new(&[(&rule, "a"), (&other, "a")], 1).is_ok());
+    }
+}
