@@ -133,3 +133,57 @@ async fn several_rules_on_redis_are_exact_together() {
             .allowed
     );
 }
+
+/// Script calls the server has run (`INFO commandstats`).
+fn script_calls(server: &RedisServer) -> u64 {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
+    stream.write_all(b"INFO commandstats\r\n").expect("send");
+    let mut reader = BufReader::new(stream);
+    let mut header = String::new();
+    reader.read_line(&mut header).expect("reply");
+    let len: usize = header.trim_start_matches('$').trim_end().parse().expect("a bulk string");
+    let mut stats = vec![0; len];
+    reader.read_exact(&mut stats).expect("the whole reply");
+    String::from_utf8_lossy(&stats)
+        .lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| line.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// An attack from one address: after the first denial, the layer answers
+/// 429 from the limiter's deny cache without a script call, with the same
+/// `Retry-After`, for one rule and beside other rules (global + per-IP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attack_through_the_layer_is_answered_from_the_deny_cache() {
+    let server = RedisServer::start().expect("start redis-server");
+    let per_ip = Rule::per_minute(NonZeroU32::new(5).unwrap()).named("attack-ip").unwrap();
+    let global = Rule::per_minute(NonZeroU32::new(10_000).unwrap()).named("attack-global").unwrap();
+    let one = RateLimitLayer::new(Limiter::new(store(&server, "tower:attack1:").await))
+        .rule(per_ip.clone(), PeerIp);
+    let two = RateLimitLayer::new(Limiter::new(store(&server, "tower:attack2:").await))
+        .rule(global, slidegate_tower::Global)
+        .rule(per_ip, PeerIp);
+    for layer in [one, two] {
+        let app: Router = Router::new().route("/", get(|| async { "ok" })).layer(layer);
+        for _ in 0..5 {
+            assert_eq!(app.clone().oneshot(request()).await.unwrap().status(), StatusCode::OK);
+        }
+        let first = app.clone().oneshot(request()).await.unwrap();
+        assert_eq!(first.status(), StatusCode::TOO_MANY_REQUESTS);
+        let calls = script_calls(&server);
+        for _ in 0..200 {
+            let denied = app.clone().oneshot(request()).await.unwrap();
+            assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+            let retry: u64 = denied.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+            assert!((1..=60).contains(&retry), "retry-after {retry}");
+        }
+        assert_eq!(script_calls(&server), calls, "the attack never reached Redis");
+        // Another address still reaches Redis and is admitted.
+        let mut other = Request::get("/").body(Body::empty()).unwrap();
+        other.extensions_mut().insert(ConnectInfo("192.0.2.99:5000".parse::<SocketAddr>().unwrap()));
+        assert_eq!(app.oneshot(other).await.unwrap().status(), StatusCode::OK);
+        assert_eq!(script_calls(&server), calls + 1);
+    }
+}

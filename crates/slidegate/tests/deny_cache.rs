@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use slidegate::store::Request;
-use slidegate::{FailurePolicy, Limiter, ManualClock, MemoryStore, Rule, State};
+use slidegate::store::{Dimensions, Request};
+use slidegate::{FailurePolicy, Limiter, ManualClock, MemoryStore, Rule, Source, State};
 use support::{Remote, rule, setup};
 
 #[tokio::test]
@@ -125,7 +125,133 @@ mod deny_cache_exactness {
                 Ok(())
             })?;
         }
+
+        /// The same through `check_all`, with a shared rule beside each
+        /// key's own, mixed with single checks of either rule: the cache
+        /// never changes whether a request is admitted; a cached denial's
+        /// `retry_after` is the store's when one dimension denies, and never
+        /// later than the store's when several do (the cache knows the
+        /// dimension it holds).
+        #[test]
+        fn the_cache_never_changes_a_multi_dimension_decision(
+            algorithm in any_algorithm(),
+            limits in (1u32..=6, 1u32..=12),
+            window in 8u64..=300,
+            trace in prop::collection::vec((0u64..=60, 1u32..=6, 0usize..2, 0u8..4), 1..150),
+        ) {
+            let rule_of = |limit: u32, name: &str| Rule::new(limit, Duration::from_millis(window))
+                .and_then(|r| r.with_algorithm(algorithm))
+                .and_then(|r| r.named(name))
+                .expect("valid rule");
+            let (own, shared) = (rule_of(limits.0, "own"), rule_of(limits.1, "shared"));
+            let clock = ManualClock::new(1_700_000_000_000);
+            let cached = Limiter::builder(Remote::new(&clock)).clock(clock.clone()).build();
+            let alone = MemoryStore::builder().clock(clock.clone()).build();
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            runtime.block_on(async {
+                for (step, cost, key, kind) in trace {
+                    clock.advance(Duration::from_millis(step));
+                    let cost = cost.min(limits.0).min(limits.1);
+                    let key = ["a", "b"][key];
+                    let dimensions = [(&own, key), (&shared, "all")];
+                    let (got, want) = match kind {
+                        0 => {
+                            let got = cached.check_n(&own, key, cost).await.expect("check");
+                            let want = alone.check_sync(&Request::new(&own, key, cost).expect("valid")).expect("check");
+                            ((got.allowed, got.retry_after, got.source), (want.allowed, want.retry_after))
+                        }
+                        1 => {
+                            let got = cached.check_n(&shared, "all", cost).await.expect("check");
+                            let want = alone.check_sync(&Request::new(&shared, "all", cost).expect("valid")).expect("check");
+                            ((got.allowed, got.retry_after, got.source), (want.allowed, want.retry_after))
+                        }
+                        _ => {
+                            let got = cached.check_all_n(&dimensions, cost).await.expect("check_all");
+                            let valid = Dimensions::new(&dimensions, cost).expect("valid");
+                            let want = alone.check_all_sync(&valid).expect("check_all");
+                            let source = got.binding().map_or(Source::Store, |d| d.source);
+                            ((got.allowed, got.retry_after(), source), (want.allowed, want.retry_after()))
+                        }
+                    };
+                    prop_assert_eq!(got.0, want.0, "admitted");
+                    if got.2 == Source::DenyCache && kind >= 2 {
+                        prop_assert!(got.1 <= want.1, "cached {:?} later than the store's {:?}", got.1, want.1);
+                    } else {
+                        prop_assert_eq!(got.1, want.1, "retry_after");
+                    }
+                }
+                Ok(())
+            })?;
+        }
     }
+}
+
+/// `check_all` reads the deny cache too: a request one of whose dimensions
+/// is cached as denied at its cost is denied without the store, charging
+/// nothing, and single checks and multi-dimension checks share entries.
+#[tokio::test]
+async fn check_all_is_denied_from_the_cache() {
+    let (limiter, remote, clock) = setup(FailurePolicy::FailClosed);
+    let global = rule(100).named("global").unwrap();
+    let per_user = rule(2).named("user").unwrap();
+    let both = [(&global, "api"), (&per_user, "alice")];
+    for _ in 0..2 {
+        assert!(limiter.check_all(&both).await.expect("admit").allowed);
+    }
+    let denied = limiter.check_all(&both).await.expect("deny");
+    assert_eq!(denied.denied_by(), Some(1));
+    let calls = remote.calls();
+
+    clock.advance(Duration::from_millis(100));
+    for _ in 0..20 {
+        let cached = limiter.check_all(&both).await.expect("cached");
+        assert!(!cached.allowed);
+        let binding = cached.binding().expect("a denial");
+        assert_eq!((binding.state, binding.source), (State::Limited, Source::DenyCache));
+        assert_eq!(binding.retry_after, denied.retry_after() - Duration::from_millis(100), "counted down");
+        // The dimension not asked about promises nothing.
+        assert_eq!((cached.decisions[0].allowed, cached.decisions[0].remaining), (true, 0));
+    }
+    // One dimension alone, through either entry point, hits the same entry.
+    assert_eq!(limiter.check(&per_user, "alice").await.expect("cached").source, Source::DenyCache);
+    assert!(!limiter.check_all(&[(&per_user, "alice")]).await.expect("cached").allowed);
+    assert_eq!(remote.calls(), calls, "every denial above was local");
+    // The global rule was charged by the two admitted requests only.
+    let global_left = limiter.check(&global, "api").await.expect("global");
+    assert_eq!((global_left.source, global_left.remaining), (Source::Store, 97));
+
+    // A batch reads the same entries.
+    let batch = limiter.check_batch(&[(&per_user, "alice", 1), (&per_user, "bob", 1)]).await;
+    assert_eq!(batch[0].as_ref().expect("cached").source, Source::DenyCache);
+    assert_eq!(batch[1].as_ref().expect("asked").source, Source::Store);
+
+    // At retry_after, the store is asked again and admits.
+    clock.advance(denied.retry_after());
+    let again = limiter.check_all(&both).await.expect("admit");
+    assert!(again.allowed && again.decisions.iter().all(|d| d.source == Source::Store));
+}
+
+/// A penalty on another dimension keeps the request going to the store:
+/// only the store counts that dimension's violation.
+#[tokio::test]
+async fn check_all_asks_the_store_when_another_dimension_counts_violations() {
+    let (limiter, remote, _) = setup(FailurePolicy::FailClosed);
+    let penalty = slidegate::Penalty::new(Duration::from_secs(60))
+        .and_then(|p| p.ban_after(3, Duration::from_secs(30)))
+        .unwrap();
+    let watched = rule(1).named("watched").unwrap().with_penalty(penalty).unwrap();
+    let plain = rule(1).named("plain").unwrap();
+    assert!(limiter.check(&plain, "k").await.expect("admit").allowed);
+    assert!(!limiter.check(&plain, "k").await.expect("deny, cached").allowed);
+    assert!(limiter.check(&watched, "k").await.expect("admit").allowed);
+    let before = remote.calls();
+    let both = [(&plain, "k"), (&watched, "k")];
+    for violations in 1..=2 {
+        let denied = limiter.check_all(&both).await.expect("deny");
+        assert_eq!(denied.decisions[1].violations, violations, "the store counted the violation");
+    }
+    assert_eq!(limiter.check_all(&both).await.expect("ban").decisions[1].state, State::Banned);
+    assert_eq!(remote.calls(), before + 3);
 }
 
 /// A store that releases charges (a Redis Cluster's cross-slot checks) can
