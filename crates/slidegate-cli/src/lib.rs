@@ -23,10 +23,6 @@
 
 pub mod baselines;
 pub mod bench;
-mod bench_pacer;
-pub mod bench_report;
-pub mod bench_watch;
-mod bench_worker;
 pub mod cli;
 pub mod redis_stats;
 pub mod replay;

@@ -68,6 +68,44 @@ fn redis_small_run() {
     exact_small_run(&[&server.url()]);
 }
 
+/// Through the tower layer (one rule, and global + per-address + per-user),
+/// on memory and on a real Redis, the counts are as exact as through
+/// `check`; an attack on one key is answered by the deny cache, which the
+/// layer's responses report.
+#[test]
+fn layer_entries_are_exact_and_report_deny_cache_hits() {
+    let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    for entry in ["layer", "layer-three-rules"] {
+        exact_small_run_through(&[], entry);
+        exact_small_run_through(&[&url], entry);
+    }
+    let args = [
+        "bench",
+        "--entry",
+        "layer",
+        "--store",
+        &url,
+        "--limit",
+        "5",
+        "--window",
+        "1m",
+        "--keys",
+        "1",
+        "--concurrency",
+        "4",
+        "--requests",
+        "500",
+        "--json",
+    ];
+    let report: Value = serde_json::from_str(success(&args, "").trim()).expect("one JSON object");
+    assert_eq!((count(&report, "allowed"), count(&report, "errors")), (5, 0), "{report}");
+    assert!(count(&report, "deny_cache_hits") >= 400, "most denials are the cache's: {report}");
+    let err =
+        failure(&["bench", "--entry", "router", "--limit", "5", "--window", "1s", "--requests", "1"], "");
+    assert!(err.contains("layer-three-rules"), "{err}");
+}
+
 /// The same exact run against a real Redis Cluster and through real
 /// sentinels: the URL schemes reach the right store.
 #[test]
@@ -83,7 +121,12 @@ fn cluster_and_sentinel_urls() {
 }
 
 fn exact_small_run(urls: &[&str]) -> Value {
-    let mut args = vec!["bench"];
+    exact_small_run_through(urls, "check")
+}
+
+/// 5 keys × 10 per window through `entry`, on `urls` (memory when empty).
+fn exact_small_run_through(urls: &[&str], entry: &str) -> Value {
+    let mut args = vec!["bench", "--entry", entry];
     for url in urls {
         args.extend(["--store", url]);
     }

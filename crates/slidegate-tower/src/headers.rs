@@ -2,7 +2,6 @@
 //! fields (draft-ietf-httpapi-ratelimit-headers), the legacy
 //! `X-RateLimit-Limit/Remaining/Reset`, and `Retry-After`.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -38,14 +37,36 @@ pub(crate) fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
-/// The policy name of a rule in `RateLimit` headers: its name, or its
-/// parameters for an unnamed rule.
-fn policy_name(rule: &Rule) -> String {
-    rule.state_name().into_owned()
+/// Appends `n` in decimal: the headers are written on every response,
+/// and `core::fmt` was the largest part of the layer's own work.
+fn push_number(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
-fn value(text: &str) -> Option<HeaderValue> {
-    HeaderValue::from_str(text).ok()
+/// Appends one list item, `"<policy name>";<a>=<x>;<b>=<y>`, to `out`.
+fn push_item(out: &mut Vec<u8>, rule: &Rule, (a, x): (&[u8], u64), (b, y): (&[u8], u64)) {
+    if !out.is_empty() {
+        out.extend_from_slice(b", ");
+    }
+    // The policy name: the rule's name, or its parameters when unnamed
+    // (both plain ASCII, valid in a header).
+    out.push(b'"');
+    out.extend_from_slice(rule.state_name().as_bytes());
+    out.push(b'"');
+    out.extend_from_slice(a);
+    push_number(out, x);
+    out.extend_from_slice(b);
+    push_number(out, y);
 }
 
 /// Adds the quota headers of `multi` (one decision per rule in `rules`).
@@ -61,21 +82,19 @@ pub(crate) fn add_quota_headers(
     families: Families,
 ) {
     if families.ietf && !rules.is_empty() {
-        let (mut policy, mut current) = (String::new(), String::new());
+        let capacity = rules.iter().map(|r| r.state_name().len() + 32).sum();
+        let (mut policy, mut current) = (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
         for (rule, decision) in rules.iter().zip(&multi.decisions) {
-            let name = policy_name(rule);
-            let sep = if policy.is_empty() { "" } else { ", " };
             // The decision's limit: the one enforced, also when adaptive
             // limits scale the configured one.
-            let _ = write!(policy, "{sep}\"{name}\";q={};w={}", decision.limit, ceil_secs(rule.window()));
-            let _ = write!(
-                current,
-                "{sep}\"{name}\";r={};t={}",
-                decision.remaining,
-                ceil_secs(decision.reset_after)
-            );
+            let limit = (&b";q="[..], u64::from(decision.limit));
+            push_item(&mut policy, rule, limit, (b";w=", ceil_secs(rule.window())));
+            let remaining = (&b";r="[..], u64::from(decision.remaining));
+            push_item(&mut current, rule, remaining, (b";t=", ceil_secs(decision.reset_after)));
         }
-        if let (Some(policy), Some(current)) = (value(&policy), value(&current)) {
+        if let (Ok(policy), Ok(current)) =
+            (HeaderValue::from_bytes(&policy), HeaderValue::from_bytes(&current))
+        {
             headers.append(RATELIMIT_POLICY, policy);
             headers.append(RATELIMIT, current);
         }
@@ -108,7 +127,7 @@ pub(crate) fn add_quota_headers(
             .get(&X_RATELIMIT_WARNING)
             .and_then(|v| v.to_str().ok()?.strip_prefix("violations=")?.parse::<u32>().ok());
         if written.is_none_or(|written| warned > written)
-            && let Some(v) = value(&format!("violations={warned}"))
+            && let Ok(v) = HeaderValue::from_str(&format!("violations={warned}"))
         {
             headers.insert(X_RATELIMIT_WARNING, v);
         }

@@ -83,6 +83,10 @@ impl<S> Clone for Config<S> {
 ///   `X-RateLimit-Limit/Remaining/Reset`, each switchable;
 ///   `X-RateLimit-Warning` when a penalty warns; `X-RateLimit-Degraded` only
 ///   when [enabled](Self::degraded_header).
+/// * The [`MultiDecision`](slidegate::MultiDecision) (one decision per
+///   rule that applied) is in the response's extensions, for access logs
+///   and metrics: who answered ([`Decision::source`](slidegate::Decision::source)),
+///   what is left.
 /// * Never an error of its own: "limited" is a response, and the inner
 ///   service's readiness and errors pass through untouched. A failing store
 ///   is the limiter's [`FailurePolicy`](slidegate::FailurePolicy)'s business.

@@ -120,9 +120,12 @@ where
             if multi.allowed {
                 let mut response = inner.call(request).await?;
                 add_quota_headers(response.headers_mut(), &rules, &multi, config.families);
+                response.extensions_mut().insert(multi);
                 return Ok(response);
             }
-            Ok(denied(&config, &rules, &multi, json))
+            let mut response = denied(&config, &rules, &multi, json);
+            response.extensions_mut().insert(multi);
+            Ok(response)
         })
     }
 }

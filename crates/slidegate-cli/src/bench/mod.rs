@@ -17,112 +17,31 @@ use clap::ValueEnum;
 use hdrhistogram::Histogram;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use slidegate::{
-    DEFAULT_DEADLINE, DEFAULT_MAX_KEYS, FailurePolicy, Limiter, MemoryStore, Rule, Store, validate_cost,
-};
+use slidegate::{DEFAULT_DEADLINE, DEFAULT_MAX_KEYS, MemoryStore, Store, validate_cost};
 use tokio::sync::oneshot;
 
+use pacer::Pacer;
+use report::{BenchReport, Latency, rate};
+use watch::{BreakerWatch, Watched, progress_bar, watch};
+use worker::{Tally, Worker};
+
+mod entry;
+mod pacer;
+mod plan;
+pub mod report;
+pub mod watch;
+mod worker;
+
+pub use plan::{BenchPlan, Bound, LimiterSettings};
+
 use crate::baselines::{NaiveZset, Ping};
-use crate::bench_pacer::Pacer;
-use crate::bench_report::{BenchReport, Latency, rate};
-use crate::bench_watch::{BreakerWatch, Watched, progress_bar, watch};
-use crate::bench_worker::{Tally, Worker};
-use crate::cli::{Baseline, BenchArgs, BenchBound, KeyOrder, MAX_BENCH_DURATION};
+use crate::cli::{Baseline, BenchArgs, MAX_BENCH_DURATION};
 use crate::redis_stats::StatsConnection;
 use crate::store_choice::{AnyStore, RedisOptions, StoreSpec, connect_redis, run_prefix};
 
 /// Slowest latency the histograms hold exactly (60 s, in microseconds);
 /// slower checks are recorded as this.
 const MAX_LATENCY_US: u64 = 60_000_000;
-
-/// When a run stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
-    /// After this many checks in total.
-    Requests(u64),
-    /// After this much time.
-    Duration(Duration),
-}
-
-impl Bound {
-    /// The bound the flags name (clap guarantees exactly one).
-    ///
-    /// # Errors
-    ///
-    /// When neither or both are given.
-    pub fn from_args(args: &BenchBound) -> anyhow::Result<Bound> {
-        match (args.requests, args.duration) {
-            (Some(requests), None) => Ok(Bound::Requests(requests)),
-            (None, Some(duration)) => Ok(Bound::Duration(duration)),
-            _ => anyhow::bail!("give exactly one of --requests and --duration"),
-        }
-    }
-}
-
-/// How the [`Limiter`] around the store is set up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LimiterSettings {
-    /// What answers when the store fails or is too slow.
-    pub policy: FailurePolicy,
-    /// The longest one store call may take.
-    pub deadline: Duration,
-    /// Whether repeated denials are answered locally.
-    pub deny_cache: bool,
-    /// Whether the circuit breaker is on.
-    pub breaker: bool,
-}
-
-impl Default for LimiterSettings {
-    /// The library's defaults.
-    fn default() -> Self {
-        LimiterSettings {
-            policy: FailurePolicy::default(),
-            deadline: DEFAULT_DEADLINE,
-            deny_cache: true,
-            breaker: true,
-        }
-    }
-}
-
-impl LimiterSettings {
-    /// A limiter on `store` with these settings.
-    pub fn build<S: Store>(&self, store: S) -> Limiter<S> {
-        let mut builder = Limiter::builder(store).failure_policy(self.policy).deadline(self.deadline);
-        if !self.deny_cache {
-            builder = builder.no_deny_cache();
-        }
-        if !self.breaker {
-            builder = builder.no_breaker();
-        }
-        builder.build()
-    }
-}
-
-/// What to run.
-#[derive(Debug, Clone)]
-pub struct BenchPlan {
-    /// The rule every check uses.
-    pub rule: Rule,
-    /// Cost of every check.
-    pub cost: u32,
-    /// Keys `bench-0` … `bench-{keys-1}`.
-    pub keys: u64,
-    /// Concurrent tasks.
-    pub concurrency: u64,
-    /// When to stop.
-    pub bound: Bound,
-    /// How keys are picked.
-    pub key_order: KeyOrder,
-    /// Open loop: decisions offered per second in total (see `--rate`).
-    pub rate: Option<f64>,
-    /// Seed of the random key choice (task `i` uses `seed + i`).
-    pub seed: u64,
-    /// The longest a run may take, whatever its bound: a `--requests` run
-    /// stops here even if its checks are slow ([`MAX_BENCH_DURATION`]).
-    pub time_limit: Duration,
-    /// The limiter around the store.
-    pub limiter: LimiterSettings,
-}
 
 /// What a run measured.
 #[derive(Debug, Clone)]
@@ -175,6 +94,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             deny_cache: !args.no_deny_cache,
             breaker: !args.no_breaker,
         },
+        entry: args.entry,
     };
     let prefix = args.prefix.clone().unwrap_or_else(|| run_prefix("bench"));
     let spec = StoreSpec::from_many(&args.stores)?;
@@ -271,11 +191,13 @@ pub async fn execute<S: Store>(
     };
     let watcher = tokio::spawn(watch(watched, stopped));
 
+    let app = entry::app(&limiter, plan)?;
     let pacer = plan.rate.map(|rate| Pacer::start(rate, started).map(Arc::new)).transpose()?;
     let mut tasks = Vec::new();
     for task in 0..plan.concurrency {
         let worker = Worker {
             limiter: limiter.clone(),
+            app: app.clone(),
             plan: plan.clone(),
             started,
             deadline,

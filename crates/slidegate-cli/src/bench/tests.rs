@@ -3,7 +3,9 @@
 use std::sync::atomic::AtomicU64;
 
 use slidegate::store::Request;
-use slidegate::{BreakerState, Decision, Error, ErrorKind};
+use slidegate::{BreakerState, Decision, Error, ErrorKind, FailurePolicy, Rule};
+
+use crate::cli::{Entry, KeyOrder};
 
 use super::*;
 
@@ -19,6 +21,7 @@ fn plan(bound: Bound, key_order: KeyOrder) -> BenchPlan {
         seed: 1,
         time_limit: MAX_BENCH_DURATION,
         limiter: LimiterSettings::default(),
+        entry: Entry::Check,
     }
 }
 

@@ -166,6 +166,21 @@ pub enum KeyOrder {
     RoundRobin,
 }
 
+/// Which entry point `bench` sends its checks through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Entry {
+    /// `Limiter::check_n`, the library call.
+    Check,
+    /// An HTTP request through an axum `Router` with a `RateLimitLayer`
+    /// of the rule keyed by the `x-user` header, in-process (tower
+    /// `oneshot`, no socket): what a web service's requests take.
+    Layer,
+    /// The same layer with three rules: a global one and one per client
+    /// address (`x-ip`, 1,000 addresses), both sliding counters with room
+    /// to spare, and the rule per user.
+    LayerThreeRules,
+}
+
 /// When `bench` stops: exactly one of the two.
 #[derive(Debug, Clone, Args)]
 #[group(required = true, multiple = false)]
@@ -234,6 +249,10 @@ pub struct BenchArgs {
     /// script call, even while others are in flight.
     #[arg(long)]
     pub no_auto_batch: bool,
+
+    /// The entry point the checks go through.
+    #[arg(long, value_enum, default_value_t = Entry::Check)]
+    pub entry: Entry,
 
     /// Number of distinct keys requests are spread over.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]

@@ -11,8 +11,9 @@ use rand::Rng;
 use rand::rngs::SmallRng;
 use slidegate::{Limiter, Source, State, Store};
 
-use crate::bench::{BenchPlan, Bound};
-use crate::bench_pacer::Pacer;
+use super::entry::{self, Answer, App};
+use super::pacer::Pacer;
+use super::plan::{BenchPlan, Bound};
 use crate::cli::KeyOrder;
 
 /// A task yields to the scheduler every this many checks, so that checks
@@ -49,6 +50,8 @@ pub(crate) struct Tally {
 pub(crate) struct Worker<S> {
     /// A clone of the one limiter every task shares (breaker, deny cache).
     pub(crate) limiter: Limiter<S>,
+    /// The app of a layer entry point, around the same limiter.
+    pub(crate) app: Option<App<S>>,
     /// What to run.
     pub(crate) plan: BenchPlan,
     /// When the run started (the open loop's schedule counts from it).
@@ -70,7 +73,7 @@ pub(crate) struct Worker<S> {
 impl<S: Store> Worker<S> {
     /// Checks until the bound is reached; returns the latency of its checks.
     pub(crate) async fn run(mut self) -> Histogram<u64> {
-        let mut key = String::new();
+        let (mut key, mut address) = (String::new(), String::new());
         let mut since_yield = 0;
         loop {
             // Open loop: wait for the pacer to release a ticket. Ticket n
@@ -113,22 +116,34 @@ impl<S: Store> Worker<S> {
                 Some(due) if late => due,
                 _ => Instant::now(),
             };
-            let result = self.limiter.check_n(&self.plan.rule, &key, self.plan.cost).await;
+            let result = match &self.app {
+                Some(app) => entry::ask(app, &key, index, &mut address).await,
+                None => self.limiter.check_n(&self.plan.rule, &key, self.plan.cost).await.map_or_else(
+                    |error| Err(format!("{:#}", anyhow::Error::new(error))),
+                    |d| {
+                        Ok(Answer {
+                            allowed: d.allowed,
+                            degraded: d.state == State::Degraded,
+                            cached: d.source == Source::DenyCache,
+                        })
+                    },
+                ),
+            };
             let micros = u64::try_from(asked_at.elapsed().as_micros()).unwrap_or(u64::MAX);
             self.latency.saturating_record(micros);
             match result {
-                Ok(decision) => {
-                    let verdict = if decision.allowed { &self.tally.allowed } else { &self.tally.denied };
+                Ok(answer) => {
+                    let verdict = if answer.allowed { &self.tally.allowed } else { &self.tally.denied };
                     verdict.fetch_add(1, Relaxed);
-                    if decision.state == State::Degraded {
+                    if answer.degraded {
                         self.tally.degraded.fetch_add(1, Relaxed);
-                    } else if decision.source == Source::DenyCache {
+                    } else if answer.cached {
                         self.tally.deny_cache_hits.fetch_add(1, Relaxed);
                     }
                 }
                 Err(error) => {
                     let mut first = self.tally.first_error.lock().unwrap_or_else(|p| p.into_inner());
-                    first.get_or_insert_with(|| format!("{:#}", anyhow::Error::new(error)));
+                    first.get_or_insert(error);
                     self.tally.errors.fetch_add(1, Relaxed);
                 }
             }

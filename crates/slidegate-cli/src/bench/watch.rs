@@ -15,7 +15,7 @@ use slidegate::BreakerState;
 use tokio::sync::oneshot;
 use tokio::time::MissedTickBehavior;
 
-use crate::bench::Bound;
+use super::plan::Bound;
 
 /// How often the breaker is polled.
 pub const POLL: Duration = Duration::from_millis(10);
