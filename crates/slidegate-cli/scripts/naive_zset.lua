@@ -1,5 +1,5 @@
--- The baseline: the ZSET sliding window of the source articles
--- (shared/seeds/000_*), for comparison only. Its defects are kept on
+-- The baseline: the ZSET sliding window of the source articles, for
+-- comparison only. Its defects are kept on
 -- purpose — client timestamps, a member of "<ts>-<random>" made by the
 -- client, EXPIRE in seconds — because it is what people copy.
 --

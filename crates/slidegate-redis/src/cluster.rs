@@ -1,10 +1,10 @@
 //! Redis Cluster connections: a small pool of redis-rs cluster connections
 //! with a cap on calls in flight on each, rebuilt when one stops answering.
 //!
-//! Measured on this project's machines (see `shared/ecosystem.md`): with
-//! 256 tasks sharing one redis-rs `ClusterConnection`, a live reshard left
-//! the connection stuck for good; at ≤ 128 in flight it did not happen. So
-//! every connection takes at most [`DEFAULT_MAX_IN_FLIGHT`] calls at once
+//! A redis-rs `ClusterConnection` with too many calls in flight can stay
+//! stuck for good after a live reshard (seen with 256, never with 128 or
+//! fewer; docs/benchmark-notes.md). So every connection takes at most
+//! [`DEFAULT_MAX_IN_FLIGHT`] calls at once
 //! (callers queue for a permit, inside the limiter's deadline), load is
 //! spread over several connections, and a connection whose calls keep
 //! timing out or being abandoned is replaced by a fresh one.

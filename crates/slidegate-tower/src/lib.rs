@@ -46,6 +46,7 @@
 //! or a nested router.
 
 mod client_ip;
+mod config;
 mod future;
 pub mod headers;
 mod key;
@@ -54,11 +55,12 @@ mod response;
 mod service;
 
 pub use client_ip::ForwardedHeader;
+pub use config::MissingKey;
 pub use future::ResponseFuture;
 #[cfg(feature = "axum")]
 pub use key::MatchedPath;
 pub use key::{ClientIp, FromExtension, Global, Header, KeyExtractor, Path, PeerIp, peer_addr};
-pub use layer::{MissingKey, RateLimitLayer};
+pub use layer::RateLimitLayer;
 pub use response::LimitedBody;
 pub use service::RateLimit;
 

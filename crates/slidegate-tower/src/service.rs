@@ -9,9 +9,9 @@ use http::{Request, Response};
 use slidegate::{Decision, ErrorKind, MultiDecision, Rule, State, Store};
 use tower_service::Service;
 
+use crate::config::{Config, MissingKey};
 use crate::future::ResponseFuture;
 use crate::headers::add_quota_headers;
-use crate::layer::{Config, MissingKey};
 use crate::response::{LimitedBody, internal_error, limited, never_admitted, unidentified, wants_json};
 
 /// Rate limits the requests of an inner service (see
