@@ -1,5 +1,5 @@
 //! `slidegate bench`: concurrent tasks issue checks through a
-//! [`Limiter`] (deadline, failure policy, circuit breaker, deny cache) on a
+//! [`Limiter`](slidegate::Limiter) (deadline, failure policy, circuit breaker, deny cache) on a
 //! store, and the run reports throughput, outcomes and latency percentiles.
 //!
 //! A failing store does not stop the run: the limiter answers by its

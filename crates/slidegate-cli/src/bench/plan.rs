@@ -89,7 +89,7 @@ pub struct BenchPlan {
     /// Seed of the random key choice (task `i` uses `seed + i`).
     pub seed: u64,
     /// The longest a run may take, whatever its bound: a `--requests` run
-    /// stops here even if its checks are slow ([`MAX_BENCH_DURATION`]).
+    /// stops here even if its checks are slow ([`MAX_BENCH_DURATION`](crate::cli::MAX_BENCH_DURATION)).
     pub time_limit: Duration,
     /// The limiter around the store.
     pub limiter: LimiterSettings,
