@@ -27,12 +27,12 @@ const MAX_MULTI: usize = 256;
 /// The most calls in one pipeline.
 const MAX_PIPELINE: usize = 256;
 
-/// What one call of a batch decides.
-enum Part {
-    /// One request, by its single script.
-    Single(usize),
-    /// Several requests, by the multi script.
-    Multi(Vec<usize>),
+/// What one call of a batch decides: requests by index, with their checks.
+enum Part<'c> {
+    /// One request without a penalty, by its single script.
+    Single(usize, &'c Check),
+    /// Several requests without a penalty, by the multi script.
+    Multi(Vec<(usize, &'c Check)>),
     /// One request with a penalty, by the general script.
     General(usize),
 }
@@ -53,23 +53,11 @@ pub(crate) async fn check_batch(
         .collect();
     let parts = plan(requests, &checks, store.is_cluster());
     let (scripts, field_ttl) = (store.scripts(), store.uses_field_ttl());
-    let call_of = |part: &Part| -> Call<'_> {
+    let call_of = |part: &Part<'_>| -> Call<'_> {
         match part {
-            Part::Single(i) => checks[*i].as_ref().map_or_else(
-                || {
-                    general::call(
-                        scripts,
-                        store.prefix(),
-                        &[&requests[*i]],
-                        requests[*i].cost(),
-                        now,
-                        field_ttl,
-                    )
-                },
-                |check| check.call(scripts, now, field_ttl),
-            ),
-            Part::Multi(indices) => {
-                let batch: Vec<&Check> = indices.iter().filter_map(|&i| checks[i].as_ref()).collect();
+            Part::Single(_, check) => check.call(scripts, now, field_ttl),
+            Part::Multi(run) => {
+                let batch: Vec<&Check> = run.iter().map(|&(_, check)| check).collect();
                 multi::call(scripts, &batch, now, field_ttl)
             }
             Part::General(i) => {
@@ -94,7 +82,7 @@ pub(crate) async fn check_batch(
 }
 
 /// The calls of a batch, per server or Cluster slot, in input order.
-fn plan(requests: &[Request<'_>], checks: &[Option<Check>], cluster: bool) -> Vec<Vec<Part>> {
+fn plan<'c>(requests: &[Request<'_>], checks: &'c [Option<Check>], cluster: bool) -> Vec<Vec<Part<'c>>> {
     let mut slots: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
     for (i, request) in requests.iter().enumerate() {
         let slot = if cluster { identity_slot(request.identity()) } else { 0 };
@@ -104,20 +92,22 @@ fn plan(requests: &[Request<'_>], checks: &[Option<Check>], cluster: bool) -> Ve
         .into_values()
         .map(|indices| {
             let mut parts = Vec::new();
-            let mut run: Vec<usize> = Vec::new();
-            let flush = |run: &mut Vec<usize>, parts: &mut Vec<Part>| match run.len() {
-                0 => {}
-                1 => parts.push(Part::Single(run[0])),
+            let mut run: Vec<(usize, &Check)> = Vec::new();
+            let flush = |run: &mut Vec<(usize, &'c Check)>, parts: &mut Vec<Part<'c>>| match run.as_slice() {
+                [] => {}
+                &[(i, check)] => {
+                    parts.push(Part::Single(i, check));
+                    run.clear();
+                }
                 _ => parts.push(Part::Multi(std::mem::take(run))),
             };
             for i in indices {
-                if checks[i].is_none() {
+                let Some(check) = &checks[i] else {
                     flush(&mut run, &mut parts);
-                    run.clear();
                     parts.push(Part::General(i));
                     continue;
-                }
-                run.push(i);
+                };
+                run.push((i, check));
                 if run.len() == MAX_MULTI {
                     flush(&mut run, &mut parts);
                 }
@@ -131,7 +121,7 @@ fn plan(requests: &[Request<'_>], checks: &[Option<Check>], cluster: bool) -> Ve
 /// Decodes one call's reply into the results of its requests.
 fn file(
     requests: &[Request<'_>],
-    part: &Part,
+    part: &Part<'_>,
     reply: Result<Value, Error>,
     results: &mut [Option<Result<Decision, Error>>],
 ) {
@@ -140,25 +130,19 @@ fn file(
             .map_err(|e| Error::new(ErrorKind::Backend, format!("unexpected script reply: {e}")))
     };
     match part {
-        Part::Single(i) => {
-            let rule = requests[*i].rule();
-            results[*i] = Some(reply.and_then(ints).and_then(|r| match rule.penalty() {
-                None => single::decode(rule, &r),
-                Some(_) => general::decode_one(rule, &r),
-            }));
+        Part::Single(i, _) => {
+            results[*i] = Some(reply.and_then(ints).and_then(|r| single::decode(requests[*i].rule(), &r)));
         }
         Part::General(i) => {
             results[*i] =
                 Some(reply.and_then(ints).and_then(|r| general::decode_one(requests[*i].rule(), &r)));
         }
-        Part::Multi(indices) => {
+        Part::Multi(run) => {
             let replies = match reply {
-                Ok(value) => multi::decode(value, indices.len()),
-                Err(error) => {
-                    indices.iter().map(|_| Err(Error::new(error.kind(), error.message()))).collect()
-                }
+                Ok(value) => multi::decode(value, run.len()),
+                Err(error) => run.iter().map(|_| Err(Error::new(error.kind(), error.message()))).collect(),
             };
-            for (&i, reply) in indices.iter().zip(replies) {
+            for (&(i, _), reply) in run.iter().zip(replies) {
                 results[i] = Some(reply.and_then(|r| single::decode(requests[i].rule(), &r)));
             }
         }

@@ -54,17 +54,22 @@ impl<S: Store> Inner<S> {
             return Ok(Prepared::Answered(denial));
         }
         if let Some(decision) = self.cached(&request, sent) {
-            return Ok(Prepared::Answered(decision));
+            return Ok(Prepared::Answered(Self::hit(&request, decision)));
         }
         Ok(Prepared::Ask(request))
     }
 
-    /// The deny cache's answer to `request`, if it holds one.
+    /// The deny cache's answer to `request`, if it holds one (not yet
+    /// counted as a hit: see [`hit`](Self::hit)).
     fn cached(&self, request: &Request<'_>, sent: Option<u64>) -> Option<Decision> {
         let (cache, sent) = (self.deny_cache.as_ref()?, sent?);
-        let decision = cache.get(request.rule(), request.identity().as_str(), request.cost(), sent)?;
+        cache.get(request.rule(), request.identity().as_str(), request.cost(), sent)
+    }
+
+    /// Counts a deny-cache answer that is given.
+    fn hit(request: &Request<'_>, decision: Decision) -> Decision {
         telemetry::deny_cache_hit(request.rule());
-        Some(decision)
+        decision
     }
 
     /// Prepares a multi-dimension request. Denied locally when one of its
@@ -107,9 +112,10 @@ impl<S: Store> Inner<S> {
             if let Some(hit) = hit
                 && !penalty_elsewhere(hit)
             {
-                let decisions = requests.iter().zip(cached);
-                let decisions =
-                    decisions.map(|(r, c)| c.unwrap_or_else(|| unknown(r.rule(), Source::DenyCache)));
+                let decisions = requests.iter().zip(cached).map(|(r, c)| match c {
+                    Some(decision) => Self::hit(r, decision),
+                    None => unknown(r.rule(), Source::DenyCache),
+                });
                 return Ok(Prepared::Answered(MultiDecision::from_decisions(decisions.collect())));
             }
         }
