@@ -1,5 +1,5 @@
 //! Auto-batching: when the server is busy, single checks go to it
-//! together, as one call of the multi script (multi.lua).
+//! together, as one call of the multi script (scripts/entry/multi.lua).
 //!
 //! While fewer than [`AUTO_BATCH_DIRECT`] checks are out, a caller sends
 //! its check itself, as its own single-script call — exactly the unbatched

@@ -4,7 +4,7 @@
 //! are *reserved* by one general-script call (charged only if all of that
 //! slot's dimensions admit), the calls run concurrently, and if any slot
 //! denied — or failed — the slots that were charged are *released* again
-//! (release.lua takes back exactly the charged units; a GCRA charge only
+//! (entry/release.lua takes back exactly the charged units; a GCRA charge only
 //! while nothing touched its key since, see there). The request is
 //! admitted only if every slot admitted: it never over-admits.
 //!

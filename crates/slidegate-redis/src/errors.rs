@@ -30,7 +30,7 @@ fn is_busy(code: &str) -> bool {
 }
 
 /// Classifies an error a script caught and answered as a message (see
-/// multi.lua): `"<CODE> <text>"`, or a Lua error's text.
+/// entry/multi.lua): `"<CODE> <text>"`, or a Lua error's text.
 pub(crate) fn from_script_message(context: &str, message: &str) -> Error {
     let code = message.split_whitespace().next().unwrap_or_default();
     let kind = if is_busy(code) { ErrorKind::Unavailable } else { ErrorKind::Backend };

@@ -1,12 +1,12 @@
 //! Redis store for slidegate.
 //!
 //! [`RedisStore`] implements [`slidegate::Store`] on Redis: every decision
-//! is one atomic Lua script call (`scripts/*.lua`, one per algorithm), the
-//! Redis server's clock decides "now", the sliding log counts every
-//! admitted request (a packed string of times up to a limit of 128, a list
-//! of items with running totals above; see `scripts/sliding_log.lua`),
-//! every key carries a TTL, and identities are hash-tagged so
-//! one identity's keys share a Cluster slot. Errors are
+//! is one atomic Lua script call (assembled in [`scripts`] from the files
+//! of `scripts/`), the Redis server's clock decides "now", the sliding log
+//! counts every admitted request (a packed string of times up to a limit of
+//! 128, a list of items with running totals above; see
+//! `scripts/algorithms/sliding_log.lua`), every key carries a TTL, and
+//! identities are hash-tagged so one identity's keys share a Cluster slot. Errors are
 //! [`slidegate::Error`]s, classified as transient (unreachable, timeout) or
 //! not at this crate's boundary.
 //!

@@ -24,7 +24,8 @@ pub(crate) enum Now {
 }
 
 impl Now {
-    /// The scripts' time argument: `""` for the server's clock.
+    /// The general script's time argument (ARGV[2], read by
+    /// scripts/lib/clock.lua): `""` for the server's clock.
     pub(crate) fn time_arg(self) -> String {
         match self {
             Now::Server => String::new(),
@@ -51,7 +52,7 @@ impl Now {
 }
 
 /// How long state keys outlive their last charge on the server's clock:
-/// `SLACK_MS` of prelude.lua.
+/// `SLACK_MS` of scripts/lib/clock.lua.
 pub(crate) const SLACK_MS: u64 = 1000;
 
 /// Client-clock mode's clock, and how long keys outlive their last charge
@@ -80,22 +81,34 @@ impl ClientClock {
 
 #[cfg(test)]
 mod tests {
-    /// The scripts spell the same constants: the prelude once, and the
-    /// fast paths, which run before it is defined, in numbers.
+    use crate::scripts;
+
+    /// The clock library spells the Rust constants, and every script
+    /// starts with it: one clock and one slack for all of them.
     #[test]
-    fn the_scripts_spell_the_same_constants() {
-        let prelude = include_str!("../scripts/prelude.lua");
-        assert!(prelude.contains(&format!("local SLACK_MS = {}\n", super::SLACK_MS)));
-        assert!(prelude.contains(&format!("local MAX_TIME = {}\n", slidegate::MAX_TIME_MS)));
-        for fast in [include_str!("../scripts/fast_single.lua"), include_str!("../scripts/multi.lua")] {
-            assert!(
-                fast.contains(&format!("now <= {}", slidegate::MAX_TIME_MS))
-                    || fast.contains(&format!("now > {}", slidegate::MAX_TIME_MS))
-            );
-            assert!(
-                fast.contains(&format!("slack = {}", super::SLACK_MS))
-                    || fast.contains(&format!("and {} or", super::SLACK_MS))
-            );
+    fn every_script_reads_one_clock_and_one_slack() {
+        let clock = include_str!("../scripts/lib/clock.lua");
+        assert!(clock.contains(&format!("\nlocal SLACK_MS = {}\n", super::SLACK_MS)));
+        assert!(clock.contains(&format!("\nlocal MAX_TIME = {}\n", slidegate::MAX_TIME_MS)));
+        let all = [
+            scripts::SLIDING_LOG.as_str(),
+            &scripts::SLIDING_COUNTER,
+            &scripts::FIXED_WINDOW,
+            &scripts::GCRA,
+            scripts::CHECK,
+            scripts::MULTI,
+            scripts::RELEASE,
+        ];
+        for script in all {
+            assert!(script.starts_with(clock), "a script that does not start with lib/clock.lua");
+            // No second clock or slack: TIME is read and SLACK_MS and
+            // MAX_TIME are defined only in lib/clock.lua.
+            let rest = &script[clock.len()..];
+            for defined in ["'TIME'", "SLACK_MS =", "MAX_TIME =", "8796093022207"] {
+                assert!(!rest.contains(defined), "{defined} outside lib/clock.lua");
+            }
+            // A single script's shared code took its place.
+            assert!(!script.contains("\n-- @shared\n"));
         }
     }
 }

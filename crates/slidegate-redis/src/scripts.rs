@@ -1,106 +1,152 @@
-//! The Lua scripts: one fast script per algorithm for the common case (one
-//! rule, no penalty), and one general script for multi-dimension checks and
-//! penalties. All are assembled from the same files in `scripts/`, so every
-//! path runs the same algorithm code.
+//! The Lua scripts, assembled from the files of `scripts/` by role (see
+//! docs/design.md, "Scripts"): `lib/` (the clock and the TTL slack, the
+//! shared code, penalties), `algorithms/` (one table per algorithm: eval,
+//! charge, idle, release), `fast/` (the measured fast paths, each naming
+//! the table it must agree with) and `entry/` (what a call runs, each
+//! opening with its KEYS, ARGV and reply). One script per algorithm for
+//! the common case (one rule, no penalty), one for many such checks at
+//! once, one general script for several dimensions and penalties, and one
+//! release: every path runs the same algorithm code.
+
+use std::sync::LazyLock;
 
 use redis::Script;
 use slidegate::Algorithm;
 
-/// A script deciding one rule with one algorithm: the prelude, the
-/// algorithm's table, and the single-check main bound to it.
-/// An optional fast path (`fast = "file"`) runs before anything is defined;
-/// `raises` says whether its function may raise (then it runs under
-/// `pcall`, and a key it cannot read goes to the shared code).
-macro_rules! single {
-    (fast = $fast:literal, $function:literal, raises = $raises:literal, $file:literal, $table:literal) => {
-        concat!(
-            include_str!(concat!("../scripts/", $fast)),
-            "\nlocal fast = ",
-            $function,
-            "\nlocal fast_raises = ",
-            $raises,
-            "\n",
-            include_str!("../scripts/fast_single.lua"),
-            "\n",
-            single!($file, $table)
-        )
+/// A file of `scripts/`.
+macro_rules! lua {
+    ($($path:tt)+) => {
+        include_str!(concat!("../scripts/", $($path)+))
     };
-    ($file:literal, $table:literal) => {
+}
+
+/// The shared code (`lib/shared.lua`) and the algorithm files given, in a
+/// function `shared()` answering `$tables` and `decide`: the multi
+/// script's shared code, defined only when a check leaves the fast paths.
+macro_rules! shared_fn {
+    ($tables:literal, $($algorithm:literal),+) => {
         concat!(
-            include_str!("../scripts/prelude.lua"),
-            "\n",
-            include_str!(concat!("../scripts/", $file)),
-            "\nlocal A = ",
-            $table,
-            "\n",
-            include_str!("../scripts/single.lua")
+            "local function shared()\n",
+            lua!("lib/shared.lua"),
+            $("\n", lua!("algorithms/", $algorithm),)+
+            "\nreturn ",
+            $tables,
+            ", decide\nend\n"
         )
     };
 }
 
-/// The prelude and all four algorithm tables (LOG, COUNTER, FIXED, GCRA):
-/// the shared code of the general and the multi script.
-macro_rules! shared {
+/// The line of `entry/single.lua` the shared code replaces: defined after
+/// the fast path has had its chance, so an answered call defines nothing
+/// it does not use.
+const SHARED_HERE: &str = "\n-- @shared\n";
+
+/// A script deciding one rule with one algorithm: `head` (the clock and
+/// the fast path's binding), then `entry/single.lua` with the shared code
+/// and the algorithm's file (`shared`, binding `A`) in its place.
+fn single(head: &str, shared: &str) -> String {
+    let entry = lua!("entry/single.lua");
+    let (before, after) = entry.split_once(SHARED_HERE).unwrap_or((entry, ""));
+    [head, before, "\n", shared, after].concat()
+}
+
+/// A single script's head: the clock, and the algorithm's fast path
+/// (`fast = file, function, raises`: whether the function may raise) if
+/// it has one.
+macro_rules! single_head {
+    (fast = $fast:literal, $function:literal, raises = $raises:literal) => {
+        concat!(
+            lua!("lib/clock.lua"),
+            "\n",
+            lua!("fast/", $fast),
+            "\nlocal FAST, FAST_RAISES = ",
+            $function,
+            ", ",
+            $raises,
+            "\n"
+        )
+    };
+    () => {
+        concat!(lua!("lib/clock.lua"), "\nlocal FAST, FAST_RAISES = nil, false\n")
+    };
+}
+
+/// A single script's shared code: `lib/shared.lua` and the algorithm's
+/// file, its table bound to `A`.
+macro_rules! single_shared {
+    ($file:literal, $table:literal) => {
+        concat!(lua!("lib/shared.lua"), "\n", lua!("algorithms/", $file), "\nlocal A = ", $table, "\n")
+    };
+}
+
+/// The clock, the shared code and all four algorithms (LOG, COUNTER,
+/// FIXED, GCRA), at the top level: the start of the scripts that always
+/// need them.
+macro_rules! all_algorithms {
     () => {
         concat!(
-            include_str!("../scripts/prelude.lua"),
+            lua!("lib/clock.lua"),
             "\n",
-            include_str!("../scripts/sliding_log.lua"),
+            lua!("lib/shared.lua"),
             "\n",
-            include_str!("../scripts/sliding_counter.lua"),
+            lua!("algorithms/sliding_log.lua"),
             "\n",
-            include_str!("../scripts/fixed_window.lua"),
+            lua!("algorithms/sliding_counter.lua"),
             "\n",
-            include_str!("../scripts/gcra.lua")
+            lua!("algorithms/fixed_window.lua"),
+            "\n",
+            lua!("algorithms/gcra.lua"),
+            "\n"
         )
     };
 }
 
 /// Full source of the sliding-log script.
-/// Its common case runs first, before the shared code is defined (see
-/// `scripts/log_fast.lua`).
-pub const SLIDING_LOG: &str =
-    single!(fast = "log_fast.lua", "log_fast", raises = "false", "sliding_log.lua", "LOG");
+pub static SLIDING_LOG: LazyLock<String> = LazyLock::new(|| {
+    single(
+        single_head!(fast = "log.lua", "log_fast", raises = "false"),
+        single_shared!("sliding_log.lua", "LOG"),
+    )
+});
 /// Full source of the sliding-counter script.
-pub const SLIDING_COUNTER: &str =
-    single!(fast = "counter_fast.lua", "counter_fast", raises = "true", "sliding_counter.lua", "COUNTER");
+pub static SLIDING_COUNTER: LazyLock<String> = LazyLock::new(|| {
+    single(
+        single_head!(fast = "counter.lua", "counter_fast", raises = "true"),
+        single_shared!("sliding_counter.lua", "COUNTER"),
+    )
+});
 /// Full source of the fixed-window script.
-pub const FIXED_WINDOW: &str = single!("fixed_window.lua", "FIXED");
+pub static FIXED_WINDOW: LazyLock<String> =
+    LazyLock::new(|| single(single_head!(), single_shared!("fixed_window.lua", "FIXED")));
 /// Full source of the GCRA script.
-pub const GCRA: &str = single!("gcra.lua", "GCRA");
-/// Full source of the general script: any number of dimensions, each with
-/// any algorithm and an optional penalty.
-pub const CHECK: &str = concat!(
-    shared!(),
-    "\n",
-    include_str!("../scripts/penalty.lua"),
-    "\n",
-    include_str!("../scripts/check.lua")
-);
+pub static GCRA: LazyLock<String> =
+    LazyLock::new(|| single(single_head!(), single_shared!("gcra.lua", "GCRA")));
+/// Full source of the general script (`entry/check.lua`): any number of
+/// dimensions, each with any algorithm and an optional penalty.
+pub const CHECK: &str = concat!(all_algorithms!(), lua!("lib/penalty.lua"), "\n", lua!("entry/check.lua"));
 /// Full source of the script deciding many independent single checks in
-/// one call (auto-batching, see `src/auto_batch.rs`): both fast paths,
-/// every algorithm (wrapped in a function `general`, called only when a
-/// check leaves the fast paths: defining it all costs Redis ~12 µs per
-/// call, measured), and `scripts/multi.lua`.
+/// one call (`entry/multi.lua`; auto-batching and batches): the clock,
+/// both fast paths, and every algorithm in `shared()`, defined only when a
+/// check leaves the fast paths.
 pub const MULTI: &str = concat!(
-    include_str!("../scripts/log_fast.lua"),
+    lua!("lib/clock.lua"),
     "\n",
-    include_str!("../scripts/counter_fast.lua"),
-    "\n-- The shared code, defined only when a check needs it (multi.lua),\n\
-     -- with the call's TTL slack.\nlocal function general(slack)\n",
-    shared!(),
-    "\nset_slack(slack)\nreturn { LOG, COUNTER, FIXED, GCRA }, decide\nend\n",
-    include_str!("../scripts/multi.lua")
+    lua!("fast/log.lua"),
+    "\n",
+    lua!("fast/counter.lua"),
+    "\n",
+    shared_fn!(
+        "{ LOG, COUNTER, FIXED, GCRA }",
+        "sliding_log.lua",
+        "sliding_counter.lua",
+        "fixed_window.lua",
+        "gcra.lua"
+    ),
+    lua!("entry/multi.lua")
 );
 /// Full source of the script that takes back charges of the general script
-/// (cross-slot multi-dimension checks in a Cluster).
-pub const RELEASE: &str = concat!(
-    include_str!("../scripts/prelude.lua"),
-    "\n",
-    include_str!("../scripts/sliding_log.lua"),
-    "\n",
-    include_str!("../scripts/release.lua")
-);
+/// (`entry/release.lua`; cross-slot multi-dimension checks in a Cluster).
+pub const RELEASE: &str = concat!(all_algorithms!(), lua!("entry/release.lua"));
 
 /// The scripts, with their SHA1 computed once.
 #[derive(Debug)]
@@ -117,10 +163,10 @@ pub(crate) struct Scripts {
 impl Scripts {
     pub(crate) fn new() -> Scripts {
         Scripts {
-            log: Script::new(SLIDING_LOG),
-            counter: Script::new(SLIDING_COUNTER),
-            fixed: Script::new(FIXED_WINDOW),
-            gcra: Script::new(GCRA),
+            log: Script::new(&SLIDING_LOG),
+            counter: Script::new(&SLIDING_COUNTER),
+            fixed: Script::new(&FIXED_WINDOW),
+            gcra: Script::new(&GCRA),
             check: Script::new(CHECK),
             release: Script::new(RELEASE),
             multi: Script::new(MULTI),

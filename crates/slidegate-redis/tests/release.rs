@@ -27,8 +27,9 @@ async fn release(
     let script = redis::Script::new(slidegate_redis::scripts::RELEASE);
     let reply: Vec<i64> = script
         .key(key)
-        .arg(charged_at)
         .arg(cost)
+        .arg(charged_at)
+        .arg("") // slack: SLACK_MS
         .arg(1)
         .arg(4) // GCRA
         .arg(LIMIT)

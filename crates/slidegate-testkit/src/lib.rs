@@ -6,6 +6,8 @@
 //! * [`RedisCluster`] does the same for a whole Redis Cluster (primaries
 //!   and replicas), with helpers to kill a primary or reshard live.
 //! * [`RedisSentinel`]: a primary, replicas and three sentinels.
+//! * [`FakeClock`]: a wall clock a test sets, for a server run on it
+//!   (libfaketime), so the server's clock can be driven like a client's.
 //! * [`conformance`] is the one semantic test suite every
 //!   [`Store`](slidegate::Store) must pass.
 //!
@@ -16,10 +18,12 @@
 //! ```
 
 pub mod conformance;
+mod fake_clock;
 mod redis_cluster;
 mod redis_sentinel;
 mod redis_server;
 
+pub use fake_clock::FakeClock;
 pub use redis_cluster::{ClusterNode, RedisCluster};
 pub use redis_sentinel::{MASTER_NAME, RedisSentinel};
 pub use redis_server::{RedisServer, RedisServerBuilder, free_port};

@@ -1,5 +1,6 @@
 //! Real `redis-server` processes on free ports.
 
+use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -26,8 +27,7 @@ pub struct RedisServer {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
-    binary: PathBuf,
-    extra_args: Vec<String>,
+    config: RedisServerBuilder,
 }
 
 /// Configures a [`RedisServer`].
@@ -35,6 +35,7 @@ pub struct RedisServer {
 pub struct RedisServerBuilder {
     binary: PathBuf,
     extra_args: Vec<String>,
+    envs: Vec<(String, OsString)>,
 }
 
 impl RedisServerBuilder {
@@ -50,6 +51,13 @@ impl RedisServerBuilder {
         self
     }
 
+    /// Sets an environment variable of the server process (e.g. to run it
+    /// under a preloaded library: see [`FakeClock`](crate::FakeClock)).
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<OsString>) -> Self {
+        self.envs.push((key.into(), value.into()));
+        self
+    }
+
     /// Spawns the server and waits until it answers `PING`.
     ///
     /// # Errors
@@ -61,14 +69,8 @@ impl RedisServerBuilder {
         for _ in 0..5 {
             let dir = tempfile::tempdir()?;
             let port = free_port()?;
-            let child = spawn(&self.binary, port, &dir, &self.extra_args)?;
-            let mut server = RedisServer {
-                child,
-                port,
-                dir,
-                binary: self.binary.clone(),
-                extra_args: self.extra_args.clone(),
-            };
+            let child = spawn(&self, port, &dir)?;
+            let mut server = RedisServer { child, port, dir, config: self.clone() };
             match server.wait_ready() {
                 Ok(()) => return Ok(server),
                 Err(e) => last_err = Some(e),
@@ -78,12 +80,14 @@ impl RedisServerBuilder {
     }
 }
 
-fn spawn(binary: &PathBuf, port: u16, dir: &tempfile::TempDir, extra: &[String]) -> io::Result<Child> {
+fn spawn(config: &RedisServerBuilder, port: u16, dir: &tempfile::TempDir) -> io::Result<Child> {
+    let binary = &config.binary;
     Command::new(binary)
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .arg("--dir")
         .arg(dir.path())
-        .args(extra)
+        .args(&config.extra_args)
+        .envs(config.envs.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -113,7 +117,7 @@ impl RedisServer {
     pub fn builder() -> RedisServerBuilder {
         let binary =
             std::env::var_os("SLIDEGATE_REDIS_SERVER").map_or_else(|| "redis-server".into(), PathBuf::from);
-        RedisServerBuilder { binary, extra_args: Vec::new() }
+        RedisServerBuilder { binary, extra_args: Vec::new(), envs: Vec::new() }
     }
 
     /// The port it listens on.
@@ -203,7 +207,7 @@ impl RedisServer {
     /// When it does not come up again.
     pub fn restart(&mut self) -> io::Result<()> {
         self.kill();
-        self.child = spawn(&self.binary, self.port, &self.dir, &self.extra_args)?;
+        self.child = spawn(&self.config, self.port, &self.dir)?;
         self.wait_ready()
     }
 }

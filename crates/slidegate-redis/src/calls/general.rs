@@ -1,4 +1,4 @@
-//! Penalties and multi-dimension requests: `check.lua`, every dimension's
+//! Penalties and multi-dimension requests: `scripts/entry/check.lua`, every dimension's
 //! state, violations and ban keys in one call (one slot).
 
 use slidegate::store::Request;
@@ -26,7 +26,7 @@ pub(crate) fn call<'s>(
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let mut call = Call::new(scripts.check(), &key_refs);
     let cmd = &mut call.cmd;
-    cmd.arg(now.time_arg()).arg(now.slack_arg()).arg(cost).arg(requests.len());
+    cmd.arg(cost).arg(now.time_arg()).arg(now.slack_arg()).arg(requests.len());
     cmd.arg(if field_ttl { "1" } else { "0" });
     for request in requests {
         let rule = request.rule();
@@ -49,7 +49,7 @@ pub(crate) fn call<'s>(
 pub(crate) struct Reply {
     /// One decision per request, in order.
     pub(crate) decisions: Vec<Decision>,
-    /// Per request, what release.lua needs to take its charge back.
+    /// Per request, what entry/release.lua needs to take its charge back.
     pub(crate) receipts: Vec<i64>,
     /// The time (ms) the script decided at.
     pub(crate) now: i64,

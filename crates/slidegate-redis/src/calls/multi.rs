@@ -1,5 +1,5 @@
 //! Many single checks (rules without a penalty) in one call of
-//! `multi.lua`: auto-batching's calls, and an explicit batch's, one per
+//! `scripts/entry/multi.lua`: auto-batching's calls, and an explicit batch's, one per
 //! server or Cluster slot. Each check is decided as its single script
 //! would, in order, at one `now`.
 
@@ -17,15 +17,17 @@ use crate::scripts::Scripts;
 pub(crate) fn call<'s>(scripts: &'s Scripts, checks: &[&Check], now: Now, field_ttl: bool) -> Call<'s> {
     let keys: Vec<&str> = checks.iter().map(|check| check.state.as_str()).collect();
     let mut call = Call::new(scripts.multi(), &keys);
-    // Each check: its algorithm's code, then its packed numbers.
-    let mut packed = vec![0; (1 + CHECK_LEN) * checks.len()];
-    for (check, out) in checks.iter().zip(packed.chunks_exact_mut(1 + CHECK_LEN)) {
+    // A flags byte (1: per-field hash TTL), then each check: its
+    // algorithm's code and its packed numbers.
+    let mut packed = vec![0; 1 + (1 + CHECK_LEN) * checks.len()];
+    packed[0] = u8::from(field_ttl);
+    for (check, out) in checks.iter().zip(packed[1..].chunks_exact_mut(1 + CHECK_LEN)) {
         out[0] = algorithm_code(check.algorithm);
         check.pack(&mut out[1..]);
     }
-    call.cmd.arg(now.time_arg()).arg(if field_ttl { "1" } else { "0" }).arg(packed);
-    if let Now::Client { slack_ms, .. } = now {
-        call.cmd.arg(slack_ms);
+    call.cmd.arg(packed);
+    if let Now::Client { now_ms, slack_ms } = now {
+        call.cmd.arg(now_ms).arg(slack_ms);
     }
     call
 }
@@ -44,7 +46,7 @@ pub(crate) fn decode(reply: Value, count: usize) -> Vec<Result<Ints, Error>> {
 }
 
 /// One check's part of a reply: its single script's reply, or the message
-/// of the error its check met (a string, see multi.lua).
+/// of the error its check met (a string, see entry/multi.lua).
 fn one(item: Value) -> Result<Ints, Error> {
     match item {
         Value::BulkString(bytes) => {

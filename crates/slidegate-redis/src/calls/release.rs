@@ -1,5 +1,5 @@
-//! Taking back a cross-slot reservation: `release.lua` on the state keys
-//! one `check.lua` call charged.
+//! Taking back a cross-slot reservation: `scripts/entry/release.lua` on the
+//! state keys one `entry/check.lua` call charged.
 
 use slidegate::store::Request;
 
@@ -23,7 +23,8 @@ pub(crate) fn call<'s>(
         .collect();
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let mut call = Call::new(scripts.release(), &key_refs);
-    call.cmd.arg(now).arg(cost).arg(requests.len());
+    // The charge's time is the call's (ARGV[2]); no slack (ARGV[3]).
+    call.cmd.arg(cost).arg(now).arg("").arg(requests.len());
     for (request, receipt) in requests.iter().zip(receipts) {
         let rule = request.rule();
         call.cmd

@@ -1,5 +1,5 @@
-//! One rule without a penalty: the algorithm's fast script (`single.lua`
-//! behind `fast_single.lua`), the hot path.
+//! One rule without a penalty: the algorithm's fast script
+//! (`scripts/entry/single.lua`), the hot path.
 
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ impl Check {
         }
     }
 
-    /// The call of the algorithm's fast single script (single.lua's ARGV):
+    /// The call of the algorithm's fast single script (entry/single.lua's ARGV):
     /// one argument on the server's clock; the client's time and the TTL
     /// slack as two more otherwise.
     pub(crate) fn call<'s>(&self, scripts: &'s Scripts, now: Now, field_ttl: bool) -> Call<'s> {
@@ -51,9 +51,9 @@ impl Check {
         call
     }
 
-    /// single.lua's first argument: the packed check, a flags byte (1: the
+    /// entry/single.lua's first argument: the packed check, a flags byte (1: the
     /// server has per-field hash TTL), then, for a sliding log, the key's
-    /// TTL (window + `slack_ms`) in decimal, which log_fast.lua hands to
+    /// TTL (window + `slack_ms`) in decimal, which fast/log.lua hands to
     /// `SET … PX` as it is (other algorithms' scripts read nothing there).
     fn argument(&self, field_ttl: bool, slack_ms: u64) -> Vec<u8> {
         let mut out = vec![0; CHECK_LEN + 1];
@@ -81,7 +81,7 @@ impl Check {
 
 /// Decodes a single script's reply: `{allowed, remaining, retry, reset}`,
 /// or a fast path's admitted request as one integer,
-/// `remaining * (2 * window + 2) + reset` (see `scripts/single.lua`).
+/// `remaining * (2 * window + 2) + reset` (see `scripts/entry/single.lua`).
 pub(crate) fn decode(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
     if let &[packed] = reply {
         let span = rule.window_ms().checked_mul(2).and_then(|w| w.checked_add(2));
@@ -111,7 +111,7 @@ mod tests {
         Check::new("sg:", &Request::new(rule, key, cost).expect("valid request"))
     }
 
-    /// The bytes the scripts unpack with struct '>I4I6I4I2' (multi.lua
+    /// The bytes the scripts unpack with struct '>I4I6I4I2' (entry/multi.lua
     /// adds the algorithm's code in front): limit, window, cost, buckets.
     #[test]
     fn checks_are_packed_as_the_scripts_unpack_them() {
@@ -131,7 +131,7 @@ mod tests {
         assert_eq!(out[10..16], [0, 0, 0, 1, 0, 1]);
     }
 
-    /// single.lua's one argument: the packed check, the flags byte, the
+    /// entry/single.lua's one argument: the packed check, the flags byte, the
     /// log's TTL as text.
     #[test]
     fn the_argument_carries_flags_and_the_ttl_text() {

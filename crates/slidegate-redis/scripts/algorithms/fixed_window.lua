@@ -35,3 +35,12 @@ function FIXED.charge(key, r, cost, now, v)
   redis.call('PEXPIRE', key, v.ends + SLACK_MS)
   return r.limit - v.n - cost, v.ends
 end
+
+-- Taken back from the window the charge was made in, if the key still
+-- counts it (a later window started over from 0).
+function FIXED.release(key, r, cost, at, receipt)
+  local w = tonumber(redis.call('HGET', key, 'w'))
+  if w == math.floor(at / r.window) then
+    redis.call('HINCRBY', key, 'n', -cost)
+  end
+end

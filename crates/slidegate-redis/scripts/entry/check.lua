@@ -5,8 +5,9 @@
 -- Cluster slot (the client groups them).
 --
 -- KEYS     per dimension i (1-based), 3 keys: [3i-2] state, [3i-1] violations, [3i] ban
--- ARGV     [1] now_ms ("" = Redis TIME)  [2] TTL slack ms ("" = SLACK_MS;
---          client-clock mode adds the clients' clock skew)  [3] cost
+-- ARGV     [1] cost  [2] now_ms ("" = Redis TIME)  [3] TTL slack ms
+--          ("" = SLACK_MS; client-clock mode adds the clients' clock
+--          skew); [2] and [3] are read by lib/clock.lua
 --          [4] D = number of dimensions, [5] per-field hash TTL available "1"/"0",
 --          then per dimension 9 values from 5 + 9(i-1) + 1:
 --          algorithm (1 log, 2 counter, 3 fixed, 4 gcra), limit, window_ms,
@@ -18,12 +19,13 @@
 --          violations, receipt (what release.lua needs to take the charge
 --          back: 1 for a log, a GCRA key's charge count, else 0; see the
 --          algorithms' charge);
---          then `now` (ms), so a charge can be released (release.lua)
+--          then `now` (ms), so a charge can be released (entry/release.lua)
+--
+-- Assembled by src/scripts.rs after lib/clock.lua (`now`), lib/shared.lua, the
+-- four algorithm files and lib/penalty.lua.
 
 local ALGORITHMS = { LOG, COUNTER, FIXED, GCRA }
-local now = now_ms(ARGV[1])
-set_slack(ARGV[2])
-local cost = tonumber(ARGV[3])
+local cost = tonumber(ARGV[1])
 local count = tonumber(ARGV[4])
 local field_ttl = ARGV[5] == '1'
 
@@ -38,7 +40,6 @@ for i = 1, count do
       window = tonumber(ARGV[o + 3]),
       buckets = tonumber(ARGV[o + 4]),
       field_ttl = field_ttl,
-      client_clock = ARGV[1] ~= '',
     },
     vwindow = tonumber(ARGV[o + 5]),
     warn_after = tonumber(ARGV[o + 6]),

@@ -422,18 +422,19 @@ function LOG.idle(key, r, now, v)
   return newest_leaves(v.L, v.h, r.window, now)
 end
 
--- The receipt is 1: release.lua takes back `cost` entries at the charge's
--- time (entries of one time are alike, any of them will do).
+-- The receipt is 1: LOG.release takes back `cost` entries at the
+-- charge's time (entries of one time are alike, any of them will do).
 function LOG.charge(key, r, cost, now, v)
   local reset = v.L.add(v.h, now, cost, r.window)
   return r.limit - v.used - cost, reset, 1
 end
 
-function LOG.release(key, r, now, cost)
+function LOG.release(key, r, cost, at, receipt)
+  if receipt == 0 then return end
   local kind = redis.call('TYPE', key).ok
   if kind == 'string' then
-    PACKED.remove(key, now, cost)
+    PACKED.remove(key, at, cost)
   elseif kind == 'list' then
-    LIST.remove(key, now, cost)
+    LIST.remove(key, at, cost)
   end
 end

@@ -1,25 +1,24 @@
--- The sliding log's common case, run before any shared code is defined
--- (defining the prelude's and the algorithm's functions costs about a
--- microsecond per call, measured): an admitted request whose entries are
--- the newest, in a key of its layout (see sliding_log.lua; same layouts,
--- same arithmetic). Anything else — a denial, a client time older than the
--- newest entry, a key in another layout, a list log to prune — is left
--- to the shared code, which decides from scratch (fast_single.lua,
--- multi.lua).
+-- The sliding log's fast path. Must agree with LOG (algorithms/
+-- sliding_log.lua): the same layouts and the same arithmetic, for the
+-- case it answers (tests/model.rs compares both clocks with the model).
+--
+-- It runs before the shared code is defined (entry/single.lua,
+-- entry/multi.lua): an admitted request whose entries are the newest, in
+-- a key of its layout. Anything else (a denial, a client time older than
+-- the newest entry, a key in another layout, a list log to prune) answers
+-- nil and is left to LOG, which decides from scratch. It never raises,
+-- and writes nothing before it answers nil.
 --
 -- log_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl,
--- ttl, slack) answers an admitted request with one integer, remaining *
--- (2 * window + 2) + reset_after (see single.lua), reset_after being the
--- window (the new entry is the newest), and anything else with nil. `now`
--- is within 0..MAX_TIME (the callers check). `ttl` is the key's TTL,
--- window + the slack, as decimal text: numbers go to redis.call as
--- strings, since Redis 7.0 formats a Lua number argument with "%.17g"
--- (glibc's float printing), and the text comes made — from the client for
--- a single script, once per window and call in multi.lua — because
--- string.format here cost ~3,000 instructions per call (callgrind). The
--- signature is counter_fast's (the arguments one does not use are
--- ignored): fast_single.lua and multi.lua call either. A value that is no
--- log of its layout is left to the shared code, which raises.
+-- ttl) answers an admitted request with one integer, remaining * (2 *
+-- window + 2) + reset_after (entry/single.lua's reply), reset_after being
+-- the window (the new entry is the newest). `now` is within 0..MAX_TIME.
+-- `ttl` is the key's TTL, window + SLACK_MS, as decimal text: numbers go
+-- to redis.call as strings (Redis 7.0 formats a Lua number argument with
+-- "%.17g"), and the text comes made (from the client for a single check,
+-- once per window and call in multi.lua), since formatting it here is the
+-- costliest step left (docs/benchmark-notes.md). The signature is
+-- counter_fast's (the arguments one does not use are ignored).
 
 local function log_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, ttl)
   -- 128 = PACKED_MAX, 6 = ENTRY.
@@ -57,7 +56,7 @@ local function log_fast(key, limit, window, cost, now, server_clock, buckets, fi
     -- Not a string: a list log of a limit that was above 128 (it stays a
     -- list while it holds charges), read below like any list.
   end
-  -- The list layout (see sliding_log.lua: items '>I6I4I7' of 17 bytes,
+  -- The list layout (LIST of sliding_log.lua: items '>I6I4I7' of 17 bytes,
   -- time, cost, running total; 2^50 = TOTAL_MAX): a new newest item, or
   -- this millisecond's item grown, when nothing has expired.
   local head = redis.pcall('LINDEX', key, 0)
