@@ -18,8 +18,9 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::error::Category;
+use slidegate::limits::MAX_TIME_MS;
 use slidegate::store::{Request, Store};
-use slidegate::{MAX_TIME_MS, ManualClock, MemoryStore, Rule};
+use slidegate::{ManualClock, MemoryStore, Rule};
 
 use crate::cli::ReplayArgs;
 use crate::store_choice::{AnyStore, RedisOptions, StoreSpec, connect_redis, run_prefix};

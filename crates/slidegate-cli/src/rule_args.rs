@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use slidegate::{Algorithm, DEFAULT_BUCKETS, Rule};
+use slidegate::limits::DEFAULT_BUCKETS;
+use slidegate::{Algorithm, Rule};
 
 /// The algorithms, as named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -8,6 +8,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Expr, Ident, Lit, LitInt, LitStr, Token};
 
+use crate::errors::Errors;
 use crate::inline_rule::{InlineRule, inline_rule};
 
 const EXPECTED: &str = "limiter, rule, limit, window, algorithm, name, key, cost, message";
@@ -107,23 +108,6 @@ fn str_hint(name: &str) -> String {
     }
 }
 
-/// Collects errors so that all of them are reported together.
-#[derive(Default)]
-pub(crate) struct Errors(Option<syn::Error>);
-
-impl Errors {
-    fn push(&mut self, error: syn::Error) {
-        match &mut self.0 {
-            Some(errors) => errors.combine(error),
-            None => self.0 = Some(error),
-        }
-    }
-
-    pub(crate) fn at(&mut self, span: Span, message: impl std::fmt::Display) {
-        self.push(syn::Error::new(span, message));
-    }
-}
-
 /// The arguments by name, each at most once.
 #[derive(Default)]
 struct Given {
@@ -166,7 +150,7 @@ impl Parse for Args {
             }
         }
         let args = given.check(&mut errors);
-        match (errors.0, args) {
+        match (errors.into_error(), args) {
             (None, Some(args)) => Ok(args),
             (Some(error), _) => Err(error),
             (None, None) => Err(syn::Error::new(Span::call_site(), "invalid #[rate_limit] arguments")),

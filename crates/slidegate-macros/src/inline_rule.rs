@@ -5,17 +5,17 @@
 use proc_macro2::Span;
 use syn::{LitInt, LitStr};
 
-use crate::args::Errors;
+use crate::errors::Errors;
 use crate::window::parse_window;
 
 // The bounds below repeat the core crate's: a proc-macro crate cannot depend
 // on the crate that re-exports it.
 
-/// The longest rule name, as `slidegate::MAX_NAME_LEN`.
+/// The longest rule name, as `slidegate::limits::MAX_NAME_LEN`.
 const MAX_NAME_LEN: usize = 64;
-/// Buckets of `algorithm = "counter"`, as `slidegate::DEFAULT_BUCKETS`.
+/// Buckets of `algorithm = "counter"`, as `slidegate::limits::DEFAULT_BUCKETS`.
 const COUNTER_BUCKETS: u64 = 10;
-/// GCRA's bound on `limit × window (ms)`, as `slidegate::GCRA_MAX_PRODUCT`.
+/// GCRA's bound on `limit × window (ms)`, as `slidegate::limits::GCRA_MAX_PRODUCT`.
 const GCRA_MAX_PRODUCT: u64 = 1 << 53;
 
 /// A rule written in the attribute, valid.

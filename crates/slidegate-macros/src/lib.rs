@@ -107,6 +107,7 @@
 //! ```
 
 mod args;
+mod errors;
 mod expand;
 mod inline_rule;
 mod window;

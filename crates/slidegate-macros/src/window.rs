@@ -1,7 +1,7 @@
 //! The `window = "…"` literal: `500ms`, `10s`, `1m`, `1h`, `1d`, or a sum
 //! such as `1m30s`.
 
-/// The longest window, as `slidegate::MAX_WINDOW` (366 days). Repeated here
+/// The longest window, as `slidegate::limits::MAX_WINDOW` (366 days). Repeated here
 /// because a proc-macro crate cannot depend on the crate that re-exports it.
 pub(crate) const MAX_WINDOW_MS: u64 = 366 * 24 * 3600 * 1000;
 

@@ -117,7 +117,7 @@ impl RedisStoreBuilder {
     ///   than that can find a key the other wrote already expired, and
     ///   admit what its charges still forbid; clients that disagree by less
     ///   still disagree about where the window is, by their skew.
-    /// * **Times within `0..=`[`MAX_TIME_MS`](slidegate::MAX_TIME_MS)**: a
+    /// * **Times within `0..=`[`MAX_TIME_MS`](slidegate::limits::MAX_TIME_MS)**: a
     ///   clock reading beyond is refused with
     ///   [`InvalidTime`](slidegate::ErrorKind::InvalidTime).
     ///
@@ -134,7 +134,7 @@ impl RedisStoreBuilder {
     /// [`client_clock`](Self::client_clock)). A replay of a trace, whose
     /// time moves at whatever pace its input comes, needs a long one.
     pub fn max_clock_skew(mut self, skew: Duration) -> Self {
-        self.max_clock_skew = skew.min(slidegate::MAX_WINDOW);
+        self.max_clock_skew = skew.min(slidegate::limits::MAX_WINDOW);
         self
     }
 

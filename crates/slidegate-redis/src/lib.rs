@@ -31,6 +31,7 @@ mod calls;
 mod cluster;
 mod connection;
 mod cross_slot;
+mod decide;
 mod errors;
 mod keys;
 mod now;

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use slidegate::{Clock, Error, validate_time};
+use slidegate::store::validate_time;
+use slidegate::{Clock, Error};
 
 /// When a script decides: on the Redis server's clock, or at a client's
 /// time (client-clock mode) with the TTL slack that mode needs.
@@ -12,7 +13,7 @@ use slidegate::{Clock, Error, validate_time};
 pub(crate) enum Now {
     /// The script reads `TIME`; keys outlive their charges by [`SLACK_MS`].
     Server,
-    /// The client's time, validated against [`slidegate::MAX_TIME_MS`];
+    /// The client's time, validated against [`slidegate::limits::MAX_TIME_MS`];
     /// keys outlive their charges by `slack_ms` of the server's clock
     /// ([`SLACK_MS`] plus the clients' allowed clock skew).
     Client {
@@ -73,7 +74,7 @@ impl ClientClock {
     /// # Errors
     ///
     /// [`InvalidTime`](slidegate::ErrorKind::InvalidTime) when the clock
-    /// reads beyond [`MAX_TIME_MS`](slidegate::MAX_TIME_MS).
+    /// reads beyond [`MAX_TIME_MS`](slidegate::limits::MAX_TIME_MS).
     pub(crate) fn now(&self) -> Result<Now, Error> {
         Ok(Now::Client { now_ms: validate_time(self.clock.now_ms())?, slack_ms: self.slack_ms })
     }
@@ -89,7 +90,7 @@ mod tests {
     fn every_script_reads_one_clock_and_one_slack() {
         let clock = include_str!("../scripts/lib/clock.lua");
         assert!(clock.contains(&format!("\nlocal SLACK_MS = {}\n", super::SLACK_MS)));
-        assert!(clock.contains(&format!("\nlocal MAX_TIME = {}\n", slidegate::MAX_TIME_MS)));
+        assert!(clock.contains(&format!("\nlocal MAX_TIME = {}\n", slidegate::limits::MAX_TIME_MS)));
         let all = [
             scripts::SLIDING_LOG.as_str(),
             &scripts::SLIDING_COUNTER,

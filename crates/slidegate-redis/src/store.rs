@@ -3,14 +3,11 @@
 use std::fmt;
 use std::sync::Arc;
 
-use slidegate::store::{Dimensions, Request, Store};
-use slidegate::{Decision, Error, MultiDecision};
+use slidegate::Error;
 
 use crate::auto_batch::AutoBatch;
-use crate::calls::single::Check;
-use crate::calls::{Call, Ints, general, single};
+use crate::calls::{Call, Ints};
 use crate::connection::Backend;
-use crate::cross_slot;
 use crate::now::{ClientClock, Now};
 use crate::scripts::Scripts;
 
@@ -113,7 +110,7 @@ impl RedisStore {
     /// # Errors
     ///
     /// [`InvalidTime`](slidegate::ErrorKind::InvalidTime) when the client
-    /// clock reads beyond [`MAX_TIME_MS`](slidegate::MAX_TIME_MS).
+    /// clock reads beyond [`MAX_TIME_MS`](slidegate::limits::MAX_TIME_MS).
     pub(crate) fn now(&self) -> Result<Now, Error> {
         self.inner.clock.as_ref().map_or(Ok(Now::Server), ClientClock::now)
     }
@@ -126,75 +123,14 @@ impl RedisStore {
         &self.inner.backend
     }
 
+    /// The auto-batcher of single checks, when on.
+    pub(crate) fn auto_batch(&self) -> Option<&AutoBatch> {
+        self.inner.auto_batch.as_ref()
+    }
+
     /// Sends one call and returns its reply.
     pub(crate) async fn send(&self, call: &Call<'_>) -> Result<Ints, Error> {
         self.inner.backend.run(call).await
-    }
-}
-
-/// The script is picked by the request, whichever entry point it came
-/// through (docs/design.md, "The script table"): one dimension without a
-/// penalty is its algorithm's fast single script, auto-batched when calls
-/// are in flight; penalties and several dimensions are the general script.
-impl Store for RedisStore {
-    async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
-        let inner = &*self.inner;
-        let rule = request.rule();
-        if rule.penalty().is_some() {
-            let call = general::call(
-                &inner.scripts,
-                &inner.prefix,
-                &[request],
-                request.cost(),
-                self.now()?,
-                inner.field_ttl,
-            );
-            return general::decode_one(rule, &self.send(&call).await?);
-        }
-        let check = Check::new(&inner.prefix, request);
-        let reply = match &inner.auto_batch {
-            Some(batch) => batch.check(check).await?,
-            None => self.send(&check.call(&inner.scripts, self.now()?, inner.field_ttl)).await?,
-        };
-        single::decode(rule, &reply)
-    }
-
-    /// One script call for all dimensions when their keys share a slot
-    /// (always on a standalone server); otherwise one reservation per slot,
-    /// released if any slot denies (see `cross_slot`).
-    async fn check_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
-        let requests = dimensions.requests();
-        if let [one] = requests {
-            return Ok(MultiDecision::from_decisions(vec![self.check(one).await?]));
-        }
-        if self.is_cluster() {
-            let groups = cross_slot::group_by_slot(requests);
-            if groups.len() > 1 {
-                return cross_slot::check_all(self, dimensions, &groups).await;
-            }
-        }
-        let inner = &*self.inner;
-        let all: Vec<&Request<'_>> = requests.iter().collect();
-        let call = general::call(
-            &inner.scripts,
-            &inner.prefix,
-            &all,
-            dimensions.cost(),
-            self.now()?,
-            inner.field_ttl,
-        );
-        let rules: Vec<_> = requests.iter().map(Request::rule).collect();
-        Ok(MultiDecision::from_decisions(general::decode(&rules, &self.send(&call).await?)?.decisions))
-    }
-
-    async fn check_batch(&self, requests: &[Request<'_>]) -> Vec<Result<Decision, Error>> {
-        crate::batch::check_batch(self, requests).await
-    }
-
-    /// A Cluster reserves the slots of a multi-dimension check across slots
-    /// and releases them when one denies (see [`check_all`](Self::check_all)).
-    fn releases_charges(&self) -> bool {
-        self.is_cluster()
     }
 }
 

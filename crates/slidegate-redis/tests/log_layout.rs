@@ -119,7 +119,7 @@ async fn unusable_keys_and_times_are_errors() {
         }
     }
     // A client clock beyond the last time every store decides exactly.
-    clock.set(slidegate::MAX_TIME_MS);
+    clock.set(slidegate::limits::MAX_TIME_MS);
     assert!(
         store
             .check(&Request::new(&api(5), "future", 1).expect("valid request"))
@@ -127,7 +127,7 @@ async fn unusable_keys_and_times_are_errors() {
             .expect("the last exact time")
             .allowed
     );
-    clock.set(slidegate::MAX_TIME_MS + 1);
+    clock.set(slidegate::limits::MAX_TIME_MS + 1);
     let err = store
         .check(&Request::new(&api(5), "future", 1).expect("valid request"))
         .await

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use http::request::Parts;
-use slidegate::{Error, ErrorKind, Limiter, MAX_DIMENSIONS, Rule, Store};
+use slidegate::limits::MAX_DIMENSIONS;
+use slidegate::{Error, ErrorKind, Limiter, Rule, Store};
 use tower_layer::Layer;
 
 use crate::config::{Config, Dimension, MissingKey};

@@ -14,9 +14,9 @@ use axum::extract::ConnectInfo;
 use axum::routing::get;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
+use slidegate::limits::MAX_DIMENSIONS;
 use slidegate::{
-    Decision, Error, ErrorKind, FailurePolicy, Limiter, MAX_DIMENSIONS, ManualClock, MemoryStore, Penalty,
-    Rule, Store,
+    Decision, Error, ErrorKind, FailurePolicy, Limiter, ManualClock, MemoryStore, Penalty, Rule, Store,
 };
 use slidegate_tower::{
     ClientIp, ForwardedHeader, Global, MatchedPath, MissingKey, Path, PeerIp, RateLimitLayer,

@@ -8,7 +8,8 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use slidegate::algorithm::State;
 use slidegate::store::Request;
-use slidegate::{Algorithm, ManualClock, MemoryStore, Rule, encode_identity};
+use slidegate::store::encode_identity;
+use slidegate::{Algorithm, ManualClock, MemoryStore, Rule};
 
 fn rules() -> Vec<Rule> {
     let base = Rule::per_minute(NonZeroU32::new(100).expect("100 > 0"));

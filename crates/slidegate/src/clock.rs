@@ -5,17 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::limits::MAX_TIME_MS;
 use crate::{Error, ErrorKind};
-
-/// The latest time, in ms since the clock's epoch, that every store decides
-/// exactly: 2^43 − 1 ms, in the year 2248 of the UNIX epoch.
-///
-/// The Redis store's Lua computes in doubles, exact only below 2^53; the
-/// sliding counter's bucket index multiplies the time by up to
-/// [`MAX_BUCKETS`](crate::MAX_BUCKETS) (< 2^10) buckets. Stores refuse a
-/// clock reading beyond this with [`ErrorKind::InvalidTime`] rather than
-/// decide inexactly.
-pub const MAX_TIME_MS: u64 = (1 << 43) - 1;
 
 /// Checks a clock reading against [`MAX_TIME_MS`], returning it.
 ///
@@ -24,7 +15,9 @@ pub const MAX_TIME_MS: u64 = (1 << 43) - 1;
 /// [`ErrorKind::InvalidTime`] beyond [`MAX_TIME_MS`].
 ///
 /// ```
-/// use slidegate::{ErrorKind, MAX_TIME_MS, validate_time};
+/// use slidegate::ErrorKind;
+/// use slidegate::limits::MAX_TIME_MS;
+/// use slidegate::store::validate_time;
 ///
 /// assert_eq!(validate_time(MAX_TIME_MS).unwrap(), MAX_TIME_MS);
 /// assert_eq!(validate_time(MAX_TIME_MS + 1).unwrap_err().kind(), ErrorKind::InvalidTime);

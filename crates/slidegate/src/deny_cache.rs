@@ -37,9 +37,6 @@ use std::time::Duration;
 use crate::Store;
 use crate::{Decision, Rule, Source};
 
-/// Default [`LimiterBuilder::deny_cache`](crate::LimiterBuilder::deny_cache) capacity.
-pub const DEFAULT_DENY_CACHE_CAPACITY: usize = 100_000;
-
 const SHARDS: usize = 64;
 
 struct Entry {

@@ -21,7 +21,7 @@ pub enum ErrorKind {
     /// malformed URL, a key prefix that would break the key layout.
     InvalidConfig,
     /// The clock read a time outside what every store decides exactly
-    /// (`0..=`[`MAX_TIME_MS`](crate::MAX_TIME_MS), up to the year 2248): a
+    /// (`0..=`[`MAX_TIME_MS`](crate::limits::MAX_TIME_MS), up to the year 2248): a
     /// manual or client clock set beyond it.
     InvalidTime,
     /// The store refused a new key because it holds as many keys as it is

@@ -96,7 +96,7 @@ impl Reason {
 }
 
 /// Whether `error` is the caller's fault (returned as is) rather than the
-/// store's (answered by the policy). A clock beyond [`MAX_TIME_MS`](crate::MAX_TIME_MS)
+/// store's (answered by the policy). A clock beyond [`MAX_TIME_MS`](crate::limits::MAX_TIME_MS)
 /// is the caller's too: every store, the fallback included, would refuse it.
 pub(crate) fn is_input_error(error: &Error) -> bool {
     matches!(

@@ -7,10 +7,8 @@ use std::fmt::Write;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, ErrorKind};
+use crate::limits::MAX_IDENTITY_LEN;
 use crate::rule::Rule;
-
-/// Identities longer than this many bytes are replaced by a digest.
-pub const MAX_IDENTITY_LEN: usize = 128;
 
 /// Turns a caller-supplied key into the identity stores use.
 ///
@@ -26,7 +24,7 @@ pub const MAX_IDENTITY_LEN: usize = 128;
 /// [`ErrorKind::InvalidKey`] for an empty key.
 ///
 /// ```
-/// use slidegate::encode_identity;
+/// use slidegate::store::encode_identity;
 ///
 /// assert_eq!(encode_identity("user-42").unwrap(), "user-42");
 /// let hostile = encode_identity("{slot}\n").unwrap();

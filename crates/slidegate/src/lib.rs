@@ -57,6 +57,7 @@ mod failure;
 mod identity;
 mod key;
 mod limiter;
+pub mod limits;
 mod macro_support;
 mod memory;
 mod multi;
@@ -66,21 +67,19 @@ mod rule;
 pub mod store;
 pub mod telemetry;
 
-pub use adaptive::{AdaptiveConfig, AdaptiveConfigBuilder, AdaptiveScaler, Load, Signals, SystemSignals};
+pub use adaptive::AdaptiveConfig;
 pub use breaker::{BreakerConfig, BreakerState};
-pub use clock::{Clock, MAX_TIME_MS, ManualClock, SystemClock, validate_time};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Source, State};
-pub use deny_cache::DEFAULT_DENY_CACHE_CAPACITY;
 pub use error::{Error, ErrorKind};
 pub use failure::FailurePolicy;
-pub use identity::{MAX_IDENTITY_LEN, encode_identity, validate_cost};
 pub use key::RateLimitKey;
-pub use limiter::{DEFAULT_DEADLINE, DEFAULT_FALLBACK_KEYS, Limiter, LimiterBuilder};
-pub use memory::{DEFAULT_MAX_KEYS, MemoryStore, MemoryStoreBuilder};
-pub use multi::{Dimension, MAX_DIMENSIONS, MultiDecision};
-pub use penalty::{MAX_VIOLATIONS, Penalty, PenaltyState};
+pub use limiter::{Limiter, LimiterBuilder};
+pub use memory::{MemoryStore, MemoryStoreBuilder};
+pub use multi::{Dimension, MultiDecision};
+pub use penalty::Penalty;
 pub use rate_limited::RateLimited;
-pub use rule::{Algorithm, DEFAULT_BUCKETS, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_NAME_LEN, MAX_WINDOW, Rule};
+pub use rule::{Algorithm, Rule};
 pub use store::Store;
 
 /// One request of a batch: rule, key, cost.

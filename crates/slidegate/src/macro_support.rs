@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use crate::{Algorithm, Error, Limiter, MAX_NAME_LEN, RateLimited, Rule, Store};
+use crate::limits::MAX_NAME_LEN;
+use crate::{Algorithm, Error, Limiter, RateLimited, Rule, Store};
 
 /// A rule written as `limit = …, window = "…"` in the attribute, validated by
 /// the macro at compile time.

@@ -6,9 +6,6 @@ use std::time::Duration;
 
 use crate::{Decision, Rule};
 
-/// The most dimensions one check may have.
-pub const MAX_DIMENSIONS: usize = 16;
-
 /// One dimension of a multi-dimension check: a rule and the key it limits.
 pub type Dimension<'a> = (&'a Rule, &'a str);
 

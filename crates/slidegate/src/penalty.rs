@@ -16,12 +16,8 @@ use std::collections::VecDeque;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use crate::rule::MAX_WINDOW;
+use crate::limits::{MAX_VIOLATIONS, MAX_WINDOW};
 use crate::{Decision, Error, State};
-
-/// The most violations `warn_after` / `ban_after` may name: violations are
-/// kept one entry each, so this bounds the memory of an identity.
-pub const MAX_VIOLATIONS: u32 = 10_000;
 
 /// How a rule escalates against identities that keep hitting it.
 ///

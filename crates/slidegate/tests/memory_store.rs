@@ -70,7 +70,7 @@ fn expired_state_is_reclaimed() {
 /// A clock at the very end of time (a user's own `Clock`, a hand-set
 /// `ManualClock`) never makes the store panic or wrap around: every
 /// algorithm, with and without a penalty, decides without overflow.
-/// A clock at the end of `u64` (past [`slidegate::MAX_TIME_MS`]) is refused
+/// A clock at the end of `u64` (past [`slidegate::limits::MAX_TIME_MS`]) is refused
 /// with `InvalidTime`, never a panic or a decision; the pure algorithms,
 /// public on their own, saturate there instead of overflowing.
 #[test]
@@ -82,7 +82,7 @@ fn times_at_the_end_of_the_clock_are_errors_not_panics() {
         let clock = ManualClock::new(end - 10);
         let store = MemoryStore::builder().clock(clock.clone()).build();
         for algorithm in every_algorithm() {
-            let rule = Rule::new(3, slidegate::MAX_WINDOW)
+            let rule = Rule::new(3, slidegate::limits::MAX_WINDOW)
                 .and_then(|r| r.with_algorithm(algorithm))
                 .and_then(|r| r.with_penalty(penalty))
                 .expect("rule");

@@ -17,7 +17,9 @@ use clap::ValueEnum;
 use hdrhistogram::Histogram;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use slidegate::{DEFAULT_DEADLINE, DEFAULT_MAX_KEYS, MemoryStore, Store, validate_cost};
+use slidegate::limits::{DEFAULT_DEADLINE, DEFAULT_MAX_KEYS};
+use slidegate::store::validate_cost;
+use slidegate::{MemoryStore, Store};
 use tokio::sync::oneshot;
 
 use pacer::Pacer;

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use slidegate::{DEFAULT_DEADLINE, FailurePolicy, Limiter, Rule, Store};
+use slidegate::limits::DEFAULT_DEADLINE;
+use slidegate::{FailurePolicy, Limiter, Rule, Store};
 
 use crate::cli::{BenchBound, Entry, KeyOrder};
 

@@ -70,7 +70,7 @@ fn numbers_are_bounded() {
 #[test]
 fn deadline_help_names_the_library_default() {
     let help = Cli::command().find_subcommand_mut("bench").unwrap().render_long_help().to_string();
-    let default = format!("default: {}", humantime::format_duration(slidegate::DEFAULT_DEADLINE));
+    let default = format!("default: {}", humantime::format_duration(slidegate::limits::DEFAULT_DEADLINE));
     assert!(help.contains(&default), "{help}");
 }
 

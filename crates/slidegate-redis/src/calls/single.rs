@@ -101,8 +101,9 @@ pub(crate) fn decode(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
 mod tests {
     use std::time::Duration;
 
+    use slidegate::limits::MAX_WINDOW;
     use slidegate::store::Request;
-    use slidegate::{Algorithm, MAX_WINDOW, Rule};
+    use slidegate::{Algorithm, Rule};
 
     use super::{CHECK_LEN, Check, decode};
     use crate::now::SLACK_MS;

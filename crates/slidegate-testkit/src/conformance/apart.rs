@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use slidegate::{ManualClock, Penalty, Rule, State, Store};
 
-use super::{algorithms, ok, rule};
+use super::helpers::{algorithms, ok, rule};
 
 fn banning() -> Penalty {
     Penalty::new(Duration::from_secs(10))

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use slidegate::{Algorithm, ErrorKind, ManualClock, Rule, State, Store};
 
-use super::{check, check_all, check_batch, rule};
+use super::helpers::{check, check_all, check_batch, rule};
 
 fn named(limit: u32, window_ms: u64, algorithm: Algorithm, name: &str) -> Rule {
     rule(limit, window_ms, algorithm).named(name).unwrap_or_else(|e| panic!("rule: {e}"))

@@ -9,12 +9,10 @@ use std::num::NonZeroU16;
 use std::time::Duration;
 
 use slidegate::algorithm::State;
-use slidegate::{
-    Algorithm, Clock, ErrorKind, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_TIME_MS, MAX_WINDOW, ManualClock, Rule,
-    Store,
-};
+use slidegate::limits::{GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_TIME_MS, MAX_WINDOW};
+use slidegate::{Algorithm, Clock, ErrorKind, ManualClock, Rule, Store};
 
-use super::{check, check_all, check_batch, ok, rule};
+use super::helpers::{check, check_all, check_batch, ok, rule};
 
 /// The valid extremes, each on a trace of costs from 1 to the whole limit
 /// at steps from 1 ms to more than the window.
@@ -61,7 +59,7 @@ pub async fn extreme_rules_match_the_model<S: Store>(store: &S, clock: &ManualCl
 pub async fn the_edges_of_time<S: Store>(store: &S, clock: &ManualClock) {
     let most_buckets =
         Algorithm::SlidingCounter { buckets: NonZeroU16::new(MAX_BUCKETS).unwrap_or(NonZeroU16::MIN) };
-    let mut all = super::algorithms(7);
+    let mut all = super::helpers::algorithms(7);
     all.push(most_buckets);
     for (a, &algorithm) in all.iter().enumerate() {
         for (window, limit) in [(7, 3), (1000, 5), (60_000, 200)] {
@@ -93,7 +91,7 @@ pub async fn the_edges_of_time<S: Store>(store: &S, clock: &ManualClock) {
         }
     }
     // Beyond the last exact time: single, multi-dimension and batched checks.
-    let rule = super::rule(3, 1000, Algorithm::SlidingLog);
+    let rule = super::helpers::rule(3, 1000, Algorithm::SlidingLog);
     clock.set(MAX_TIME_MS);
     assert_eq!(ok(store, &rule, "beyond", 1).await.remaining, 2, "the last exact time");
     for beyond in [MAX_TIME_MS + 1, 1 << 52, u64::MAX] {

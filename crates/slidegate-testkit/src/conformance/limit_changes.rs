@@ -11,7 +11,7 @@ use slidegate::adaptive::{AdaptiveConfig, Load, Signals};
 use slidegate::algorithm::State;
 use slidegate::{Algorithm, Clock, Limiter, ManualClock, Rule, State as DecisionState, Store};
 
-use super::{algorithms, ok, rule};
+use super::helpers::{algorithms, ok, rule};
 
 /// Limits on both sides of 128, and 128 itself.
 const LIMITS: [u32; 8] = [100, 120, 127, 128, 129, 150, 200, 256];

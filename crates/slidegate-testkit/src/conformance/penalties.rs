@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use slidegate::{Algorithm, ManualClock, Penalty, Rule, State, Store};
 
-use super::{algorithms, ok, rule};
+use super::helpers::{algorithms, ok, rule};
 
 /// 2 per second; violations over 10 s; warn after 2, ban for 5 s after 4.
 pub fn escalating(algorithm: Algorithm) -> Rule {

@@ -3,7 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::{AdaptiveConfig, Load};
+use super::config::AdaptiveConfig;
+use super::signals::Load;
 
 /// Holds the factor every limit is multiplied by and moves it, at most once
 /// per [`interval`](AdaptiveConfig::interval), from the observed load:

@@ -4,7 +4,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use super::{Load, Signals};
+use super::signals::{Load, Signals};
 
 /// Cumulative CPU time counters (clock ticks) from the `cpu` line of
 /// `/proc/stat`.
@@ -25,8 +25,8 @@ struct CpuTimes {
 ///
 /// Both are machine-wide: in a container they describe the host, not the
 /// container's cgroup limits (turn a signal off with
-/// [`no_cpu`](super::AdaptiveConfigBuilder::no_cpu) /
-/// [`no_memory`](super::AdaptiveConfigBuilder::no_memory), or inject your
+/// [`no_cpu`](super::config::AdaptiveConfigBuilder::no_cpu) /
+/// [`no_memory`](super::config::AdaptiveConfigBuilder::no_memory), or inject your
 /// own [`Signals`]). On other operating systems, or when a file cannot be
 /// read or parsed, the field is `None`; sampling never panics.
 #[derive(Debug)]

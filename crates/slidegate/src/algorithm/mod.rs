@@ -4,7 +4,7 @@
 //! returns a [`Decision`]. The memory store runs them
 //! directly; the Redis scripts implement the same definitions, and the tests
 //! compare the two decision by decision. Costs must already be validated
-//! (`1..=limit`, see [`validate_cost`](crate::validate_cost)).
+//! (`1..=limit`, see [`validate_cost`](crate::store::validate_cost)).
 //!
 //! ```
 //! use std::num::NonZeroU32;

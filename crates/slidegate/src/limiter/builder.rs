@@ -10,14 +10,9 @@ use super::scaling::Adaptive;
 use super::{Inner, Limiter};
 use crate::adaptive::{AdaptiveConfig, Signals, SystemSignals};
 use crate::breaker::Breaker;
-use crate::deny_cache::{DEFAULT_DENY_CACHE_CAPACITY, DenyCache};
+use crate::deny_cache::DenyCache;
+use crate::limits::{DEFAULT_DEADLINE, DEFAULT_DENY_CACHE_CAPACITY, DEFAULT_FALLBACK_KEYS};
 use crate::{BreakerConfig, Clock, FailurePolicy, MemoryStore, Store, SystemClock};
-
-/// Default [`LimiterBuilder::deadline`]: how long one store call may take.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(50);
-
-/// Default key capacity of the local fallback store.
-pub const DEFAULT_FALLBACK_KEYS: usize = 100_000;
 
 /// Configures a [`Limiter`].
 ///

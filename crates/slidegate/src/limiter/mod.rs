@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use builder::{DEFAULT_DEADLINE, DEFAULT_FALLBACK_KEYS, LimiterBuilder};
+pub use builder::LimiterBuilder;
 
-use scaling::Adaptive;
+use scaling::{Adaptive, Scaling};
 
 use crate::breaker::Breaker;
 use crate::deny_cache::DenyCache;
@@ -96,6 +96,20 @@ struct Inner<S> {
     enabled: AtomicBool,
     /// Scales the limits, when adaptive limits are on.
     adaptive: Option<Adaptive>,
+}
+
+impl<S> Inner<S> {
+    /// The scaling in force for a call made now (see [`Adaptive::scaling`]).
+    fn scaling(&self) -> Scaling {
+        self.adaptive.as_ref().map_or(Scaling::OFF, |adaptive| adaptive.scaling(self.clock.now_ms()))
+    }
+
+    /// Feeds one store call's duration to the adaptive latency signal.
+    fn observe_latency(&self, took: Duration) {
+        if let Some(adaptive) = &self.adaptive {
+            adaptive.observe_latency(took);
+        }
+    }
 }
 
 impl<S> Clone for Limiter<S> {

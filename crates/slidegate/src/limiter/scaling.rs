@@ -6,9 +6,8 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Inner;
 use crate::adaptive::{AdaptiveConfig, AdaptiveScaler, LatencyAverage, Signals, scale};
-use crate::{Decision, Rule, Source, Store, telemetry};
+use crate::{Decision, Rule, Source, telemetry};
 
 /// The adaptive state of one limiter (shared by its clones).
 #[derive(Debug)]
@@ -62,18 +61,19 @@ impl Scaling {
     }
 }
 
-impl<S: Store> Inner<S> {
-    /// The factor in force for a call made now, evaluating the signals
-    /// first when an interval has passed (one caller per interval).
-    pub(super) fn scaling(&self) -> Scaling {
-        let Some(adaptive) = &self.adaptive else {
-            return Scaling { factor: None, retry: Duration::ZERO };
-        };
-        let scaler = &adaptive.scaler;
-        let now = self.clock.now_ms();
+impl Scaling {
+    /// No scaling: adaptive limits are off.
+    pub(super) const OFF: Scaling = Scaling { factor: None, retry: Duration::ZERO };
+}
+
+impl Adaptive {
+    /// The factor in force for a call made at `now`, evaluating the
+    /// signals first when an interval has passed (one caller per interval).
+    pub(super) fn scaling(&self, now: u64) -> Scaling {
+        let scaler = &self.scaler;
         if scaler.claim(now) {
-            let load = adaptive.signals.sample();
-            let latency = adaptive.latency.get();
+            let load = self.signals.sample();
+            let latency = self.latency.get();
             let before = scaler.factor();
             let factor = scaler.apply(load, latency);
             telemetry::adaptive_factor(factor);
@@ -95,8 +95,6 @@ impl<S: Store> Inner<S> {
 
     /// Feeds one store call's duration to the latency signal.
     pub(super) fn observe_latency(&self, took: Duration) {
-        if let Some(adaptive) = &self.adaptive {
-            adaptive.latency.record(took);
-        }
+        self.latency.record(took);
     }
 }

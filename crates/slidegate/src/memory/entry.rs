@@ -4,7 +4,8 @@
 //! dimension before charging any.
 
 use crate::algorithm::State as AlgorithmState;
-use crate::{Decision, PenaltyState, Rule, State};
+use crate::store::PenaltyState;
+use crate::{Decision, Rule, State};
 
 pub(super) struct Entry {
     state: AlgorithmState,

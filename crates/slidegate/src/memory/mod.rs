@@ -10,12 +10,11 @@ use entry::Entry;
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry as Slot;
 
+use crate::limits::DEFAULT_MAX_KEYS;
+use crate::store::validate_time;
 use crate::store::{Dimensions, Request};
-use crate::{Clock, Decision, Error, ErrorKind, MultiDecision, Rule, Store, SystemClock, validate_time};
+use crate::{Clock, Decision, Error, ErrorKind, MultiDecision, Rule, Store, SystemClock};
 use key::Key;
-
-/// Default [`MemoryStoreBuilder::max_keys`].
-pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// Every this many operations a shard drops its expired keys.
 const SWEEP_EVERY: u32 = 4096;
@@ -183,7 +182,7 @@ impl MemoryStore {
     ///
     /// # Errors
     ///
-    /// A clock beyond [`MAX_TIME_MS`](crate::MAX_TIME_MS)
+    /// A clock beyond [`MAX_TIME_MS`](crate::limits::MAX_TIME_MS)
     /// ([`ErrorKind::InvalidTime`]), or [`ErrorKind::CapacityExhausted`].
     pub fn check_sync(&self, request: &Request<'_>) -> Result<Decision, Error> {
         let (rule, identity, cost) = (request.rule(), request.identity().as_str(), request.cost());

@@ -5,30 +5,12 @@ use std::num::{NonZeroU16, NonZeroU32};
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::limits::{DEFAULT_BUCKETS, GCRA_MAX_PRODUCT, MAX_BUCKETS, MAX_NAME_LEN, MAX_WINDOW};
 use crate::penalty::Penalty;
 
 mod derived;
 
 use derived::{Derived, push_u64};
-
-/// The longest window a rule may have (366 days).
-///
-/// Bounded so that every timestamp and deadline a store computes stays an
-/// exact integer, also inside Redis' Lua (whose numbers are doubles).
-pub const MAX_WINDOW: Duration = Duration::from_secs(366 * 24 * 3600);
-
-/// The largest bucket count of a sliding counter.
-pub const MAX_BUCKETS: u16 = 1000;
-
-/// The default bucket count of a sliding counter.
-pub const DEFAULT_BUCKETS: NonZeroU16 = NonZeroU16::new(10).expect("10 is not zero");
-
-/// `limit × window (ms)` must stay below this for [`Algorithm::Gcra`], whose
-/// state is kept in fractions of a millisecond (2^53: exact in a double).
-pub const GCRA_MAX_PRODUCT: u64 = 1 << 53;
-
-/// The longest rule name.
-pub const MAX_NAME_LEN: usize = 64;
 
 /// How a rule counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

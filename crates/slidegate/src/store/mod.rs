@@ -11,7 +11,8 @@ mod request;
 
 use std::future::Future;
 
-pub use crate::identity::{Identity, encode_identity};
+pub use crate::clock::validate_time;
+pub use crate::identity::{Identity, encode_identity, validate_cost};
 pub use crate::penalty::PenaltyState;
 pub use request::{Dimensions, Request};
 

@@ -3,7 +3,9 @@
 
 use std::borrow::Cow;
 
-use crate::{Dimension, Error, ErrorKind, MAX_DIMENSIONS, Rule, validate_cost};
+use crate::limits::MAX_DIMENSIONS;
+use crate::store::validate_cost;
+use crate::{Dimension, Error, ErrorKind, Rule};
 
 use super::Identity;
 

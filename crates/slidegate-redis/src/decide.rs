@@ -1,0 +1,75 @@
+//! The [`Store`] implementation of [`RedisStore`]: the script is picked by
+//! the request, whichever entry point it came through (docs/design.md,
+//! "Scripts").
+
+use slidegate::store::{Dimensions, Request, Store};
+use slidegate::{Decision, Error, MultiDecision};
+
+use crate::calls::single::Check;
+use crate::calls::{general, single};
+use crate::cross_slot;
+use crate::store::RedisStore;
+
+/// The script is picked by the request, whichever entry point it came
+/// through (docs/design.md, "The script table"): one dimension without a
+/// penalty is its algorithm's fast single script, auto-batched when calls
+/// are in flight; penalties and several dimensions are the general script.
+impl Store for RedisStore {
+    async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
+        let rule = request.rule();
+        if rule.penalty().is_some() {
+            let call = general::call(
+                self.scripts(),
+                self.prefix(),
+                &[request],
+                request.cost(),
+                self.now()?,
+                self.uses_field_ttl(),
+            );
+            return general::decode_one(rule, &self.send(&call).await?);
+        }
+        let check = Check::new(self.prefix(), request);
+        let reply = match self.auto_batch() {
+            Some(batch) => batch.check(check).await?,
+            None => self.send(&check.call(self.scripts(), self.now()?, self.uses_field_ttl())).await?,
+        };
+        single::decode(rule, &reply)
+    }
+
+    /// One script call for all dimensions when their keys share a slot
+    /// (always on a standalone server); otherwise one reservation per slot,
+    /// released if any slot denies (see `cross_slot`).
+    async fn check_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
+        let requests = dimensions.requests();
+        if let [one] = requests {
+            return Ok(MultiDecision::from_decisions(vec![self.check(one).await?]));
+        }
+        if self.is_cluster() {
+            let groups = cross_slot::group_by_slot(requests);
+            if groups.len() > 1 {
+                return cross_slot::check_all(self, dimensions, &groups).await;
+            }
+        }
+        let all: Vec<&Request<'_>> = requests.iter().collect();
+        let call = general::call(
+            self.scripts(),
+            self.prefix(),
+            &all,
+            dimensions.cost(),
+            self.now()?,
+            self.uses_field_ttl(),
+        );
+        let rules: Vec<_> = requests.iter().map(Request::rule).collect();
+        Ok(MultiDecision::from_decisions(general::decode(&rules, &self.send(&call).await?)?.decisions))
+    }
+
+    async fn check_batch(&self, requests: &[Request<'_>]) -> Vec<Result<Decision, Error>> {
+        crate::batch::check_batch(self, requests).await
+    }
+
+    /// A Cluster reserves the slots of a multi-dimension check across slots
+    /// and releases them when one denies (see [`check_all`](Self::check_all)).
+    fn releases_charges(&self) -> bool {
+        self.is_cluster()
+    }
+}
