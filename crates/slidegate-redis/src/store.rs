@@ -11,7 +11,7 @@ use crate::connection::Backend;
 use crate::now::{ClientClock, Now};
 use crate::scripts::Scripts;
 
-/// A [`Store`] on Redis: one standalone server or a Redis Cluster.
+/// A [`Store`](slidegate::store::Store) on Redis: one standalone server or a Redis Cluster.
 ///
 /// * Every decision is one `EVALSHA` of the algorithm's script; when Redis
 ///   answers `NOSCRIPT` (restart, `SCRIPT FLUSH`, failover) the script is
