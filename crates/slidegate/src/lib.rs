@@ -15,7 +15,7 @@
 //!   and local deny cache around the store;
 //! * [`adaptive`] — optional adaptive limits: every limit scaled down under
 //!   local load (CPU, memory, store latency) and back up, within a floor and
-//!   a ceiling, from injectable [`Signals`];
+//!   a ceiling, from injectable [`Signals`](adaptive::Signals);
 //! * [`Clock`] with [`SystemClock`] and the test-friendly [`ManualClock`];
 //! * [`Error`] with an [`ErrorKind`] and [`Error::is_transient`];
 //! * [`telemetry`] — the metrics recorded through the `metrics` facade;
