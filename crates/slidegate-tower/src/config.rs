@@ -4,12 +4,13 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use http::StatusCode;
 use http::request::Parts;
+use http::{HeaderValue, StatusCode};
 use slidegate::{Limiter, Rule};
 
-use crate::headers::Families;
+use crate::headers::{Families, policy_value};
 use crate::key::KeyExtractor;
+use crate::response::Message;
 
 /// What a rule does with a request whose key cannot be extracted (no peer
 /// address, a missing header or extension).
@@ -48,10 +49,28 @@ pub(crate) struct Config<S> {
     pub(crate) limiter: Limiter<S>,
     pub(crate) dimensions: Vec<Dimension>,
     pub(crate) families: Families,
-    pub(crate) message: Cow<'static, str>,
+    /// The `RateLimit-Policy` value of all `dimensions` at their
+    /// configured limits (see [`Config::policy_of`]).
+    pub(crate) policy: Option<HeaderValue>,
+    pub(crate) message: Message,
     pub(crate) ban_status: StatusCode,
     pub(crate) grpc: bool,
     pub(crate) cost: Option<CostFn>,
+}
+
+impl<S> Config<S> {
+    /// Adds a rule, and rebuilds the policy value that includes it.
+    pub(crate) fn push(&mut self, dimension: Dimension) {
+        self.dimensions.push(dimension);
+        let rules: Vec<&Rule> = self.dimensions.iter().map(|d| &d.rule).collect();
+        self.policy = policy_value(&rules);
+    }
+
+    /// The prebuilt `RateLimit-Policy` value of a request `applied` rules
+    /// apply to: the value of all of them, when all apply.
+    pub(crate) fn policy_of(&self, applied: usize) -> Option<&HeaderValue> {
+        self.policy.as_ref().filter(|_| applied == self.dimensions.len())
+    }
 }
 
 impl<S> Clone for Config<S> {
@@ -60,6 +79,7 @@ impl<S> Clone for Config<S> {
             limiter: self.limiter.clone(),
             dimensions: self.dimensions.clone(),
             families: self.families,
+            policy: self.policy.clone(),
             message: self.message.clone(),
             ban_status: self.ban_status,
             grpc: self.grpc,

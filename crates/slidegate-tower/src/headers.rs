@@ -2,6 +2,7 @@
 //! fields (draft-ietf-httpapi-ratelimit-headers), the legacy
 //! `X-RateLimit-Limit/Remaining/Reset`, and `Retry-After`.
 
+use std::cell::RefCell;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -39,7 +40,7 @@ pub(crate) fn ceil_secs(d: Duration) -> u64 {
 
 /// Appends `n` in decimal: the headers are written on every response,
 /// and `core::fmt` was the largest part of the layer's own work.
-fn push_number(out: &mut Vec<u8>, mut n: u64) {
+pub(crate) fn push_number(out: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {
@@ -51,6 +52,46 @@ fn push_number(out: &mut Vec<u8>, mut n: u64) {
         }
     }
     out.extend_from_slice(&digits[at..]);
+}
+
+/// The numbers whose header values are static (no allocation): the
+/// common quota values, remaining counts and seconds.
+const SMALL: usize = 1000;
+
+/// The decimal digits of `0..SMALL`, left-aligned.
+static DIGITS: [[u8; 3]; SMALL] = {
+    let mut table = [[0u8; 3]; SMALL];
+    let mut n = 0;
+    while n < SMALL {
+        let (a, b, c) = ((n / 100) as u8, (n / 10 % 10) as u8, (n % 10) as u8);
+        table[n] = if n >= 100 {
+            [b'0' + a, b'0' + b, b'0' + c]
+        } else if n >= 10 {
+            [b'0' + b, b'0' + c, 0]
+        } else {
+            [b'0' + c, 0, 0]
+        };
+        n += 1;
+    }
+    table
+};
+
+/// `n` as a header value; static below [`SMALL`].
+pub(crate) fn number_value(n: u64) -> HeaderValue {
+    let Some(digits) = usize::try_from(n).ok().and_then(|i| DIGITS.get(i)) else {
+        return HeaderValue::from(n);
+    };
+    let len = if n >= 100 {
+        3
+    } else if n >= 10 {
+        2
+    } else {
+        1
+    };
+    match std::str::from_utf8(&digits[..len]) {
+        Ok(text) => HeaderValue::from_static(text),
+        Err(_) => HeaderValue::from(n),
+    }
 }
 
 /// Appends one list item, `"<policy name>";<a>=<x>;<b>=<y>`, to `out`.
@@ -69,32 +110,80 @@ fn push_item(out: &mut Vec<u8>, rule: &Rule, (a, x): (&[u8], u64), (b, y): (&[u8
     push_number(out, y);
 }
 
+/// The `RateLimit-Policy` item of `rule` enforcing `limit`.
+pub(crate) fn push_policy(out: &mut Vec<u8>, rule: &Rule, limit: u32) {
+    push_item(out, rule, (b";q=", u64::from(limit)), (b";w=", ceil_secs(rule.window())));
+}
+
+/// The `RateLimit-Policy` value of `rules` at their configured limits,
+/// which most responses carry: built once, when the layer is.
+pub(crate) fn policy_value(rules: &[&Rule]) -> Option<HeaderValue> {
+    let mut out = Vec::new();
+    for rule in rules {
+        push_policy(&mut out, rule, rule.limit());
+    }
+    HeaderValue::from_bytes(&out).ok()
+}
+
+thread_local! {
+    /// The buffer header values and bodies are written in before they are
+    /// copied out: one allocation per value, not two.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// What `write` puts in a cleared buffer, handed to `finish`.
+pub(crate) fn with_scratch<T>(write: impl FnOnce(&mut Vec<u8>), finish: impl FnOnce(&[u8]) -> T) -> T {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => {
+            buffer.clear();
+            write(&mut buffer);
+            finish(&buffer)
+        }
+        // Only if `write` or `finish` itself wrote a value: a buffer of its own.
+        Err(_) => {
+            let mut buffer = Vec::new();
+            write(&mut buffer);
+            finish(&buffer)
+        }
+    })
+}
+
 /// Adds the quota headers of `multi` (one decision per rule in `rules`).
+/// `policy` is the `RateLimit-Policy` value of `rules` at their
+/// configured limits, when the caller has it built.
 ///
 /// Layers may be stacked (a global layer around a per-route one): the IETF
 /// fields are lists, so each layer adds its policies to what an inner
 /// layer wrote; the legacy headers and the warning keep the most binding
 /// rule's values (least remaining, then the longest reset).
-pub(crate) fn add_quota_headers(
+pub(crate) fn add_quota_headers<'r>(
     headers: &mut HeaderMap,
-    rules: &[&Rule],
+    rules: &(impl Iterator<Item = &'r Rule> + Clone),
+    policy: Option<&HeaderValue>,
     multi: &MultiDecision,
     families: Families,
 ) {
-    if families.ietf && !rules.is_empty() {
-        let capacity = rules.iter().map(|r| r.state_name().len() + 32).sum();
-        let (mut policy, mut current) = (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
-        for (rule, decision) in rules.iter().zip(&multi.decisions) {
-            // The decision's limit: the one enforced, also when adaptive
-            // limits scale the configured one.
-            let limit = (&b";q="[..], u64::from(decision.limit));
-            push_item(&mut policy, rule, limit, (b";w=", ceil_secs(rule.window())));
-            let remaining = (&b";r="[..], u64::from(decision.remaining));
-            push_item(&mut current, rule, remaining, (b";t=", ceil_secs(decision.reset_after)));
-        }
-        if let (Ok(policy), Ok(current)) =
-            (HeaderValue::from_bytes(&policy), HeaderValue::from_bytes(&current))
-        {
+    if families.ietf && rules.clone().next().is_some() {
+        let pairs = || rules.clone().zip(&multi.decisions);
+        // The decision's limit: the one enforced, also when adaptive
+        // limits scale the configured one.
+        let policy = match policy {
+            Some(policy) if pairs().all(|(rule, d)| d.limit == rule.limit()) => Some(policy.clone()),
+            _ => with_scratch(
+                |out| pairs().for_each(|(rule, d)| push_policy(out, rule, d.limit)),
+                |bytes| HeaderValue::from_bytes(bytes).ok(),
+            ),
+        };
+        let current = with_scratch(
+            |out| {
+                for (rule, decision) in pairs() {
+                    let remaining = (&b";r="[..], u64::from(decision.remaining));
+                    push_item(out, rule, remaining, (b";t=", ceil_secs(decision.reset_after)));
+                }
+            },
+            |bytes| HeaderValue::from_bytes(bytes).ok(),
+        );
+        if let (Some(policy), Some(current)) = (policy, current) {
             headers.append(RATELIMIT_POLICY, policy);
             headers.append(RATELIMIT, current);
         }
@@ -112,9 +201,9 @@ pub(crate) fn add_quota_headers(
             _ => true,
         };
         if binds_more {
-            headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(binding.limit));
-            headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(binding.remaining));
-            headers.insert(X_RATELIMIT_RESET, HeaderValue::from(reset));
+            headers.insert(X_RATELIMIT_LIMIT, number_value(u64::from(binding.limit)));
+            headers.insert(X_RATELIMIT_REMAINING, number_value(u64::from(binding.remaining)));
+            headers.insert(X_RATELIMIT_RESET, number_value(reset));
         }
     }
     if families.degraded && multi.decisions.iter().any(|d| d.state == State::Degraded) {
@@ -141,7 +230,7 @@ fn number(headers: &HeaderMap, name: &HeaderName) -> Option<u64> {
 
 /// `Retry-After` of a denial: whole seconds, rounded up, at least 1.
 pub(crate) fn retry_after(decision_retry: Duration) -> HeaderValue {
-    HeaderValue::from(ceil_secs(decision_retry).max(1))
+    number_value(ceil_secs(decision_retry).max(1))
 }
 
 #[cfg(test)]
@@ -161,6 +250,29 @@ mod tests {
     }
 
     #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0, 7, 9, 10, 42, 99, 100, 512, 999, 1000, 65_536, u64::from(u32::MAX), u64::MAX] {
+            assert_eq!(number_value(n).to_str().unwrap(), n.to_string());
+        }
+    }
+
+    #[test]
+    fn a_scaled_limit_is_the_policy_written() {
+        let rule = Rule::per_minute(NonZeroU32::new(100).unwrap()).named("api").unwrap();
+        let policy = policy_value(&[&rule]);
+        assert_eq!(policy.as_ref().unwrap(), r#""api";q=100;w=60"#);
+        let families = Families { ietf: true, legacy: true, degraded: false };
+        // Adaptive limits enforce 40 of the configured 100: the prebuilt
+        // value is not the one written.
+        let scaled = MultiDecision::from_decisions(vec![Decision::allowed(40, 39, Duration::from_secs(60))]);
+        let mut headers = HeaderMap::new();
+        add_quota_headers(&mut headers, &[&rule].into_iter(), policy.as_ref(), &scaled, families);
+        assert_eq!(headers[RATELIMIT_POLICY], r#""api";q=40;w=60"#);
+        assert_eq!(headers[RATELIMIT], r#""api";r=39;t=60"#);
+        assert_eq!(headers[X_RATELIMIT_LIMIT], "40");
+    }
+
+    #[test]
     fn writes_every_family() {
         let a = Rule::per_minute(NonZeroU32::new(100).unwrap()).named("api").unwrap();
         let b = Rule::per_second(NonZeroU32::new(5).unwrap());
@@ -170,7 +282,8 @@ mod tests {
         ]);
         let mut headers = HeaderMap::new();
         let families = Families { ietf: true, legacy: true, degraded: true };
-        add_quota_headers(&mut headers, &[&a, &b], &multi, families);
+        let policy = policy_value(&[&a, &b]);
+        add_quota_headers(&mut headers, &[&a, &b].into_iter(), policy.as_ref(), &multi, families);
         assert_eq!(headers[RATELIMIT_POLICY], r#""api";q=100;w=60, "5/1000ms";q=5;w=1"#);
         assert_eq!(headers[RATELIMIT], r#""api";r=42;t=60, "5/1000ms";r=1;t=1"#);
         assert_eq!(headers[X_RATELIMIT_LIMIT], "5", "the binding (least remaining) rule");
@@ -183,14 +296,14 @@ mod tests {
         let outer = Rule::per_minute(NonZeroU32::new(1000).unwrap()).named("global").unwrap();
         let outer_multi =
             MultiDecision::from_decisions(vec![Decision::allowed(1000, 20, Duration::from_secs(30))]);
-        add_quota_headers(&mut headers, &[&outer], &outer_multi, families);
+        add_quota_headers(&mut headers, &[&outer].into_iter(), None, &outer_multi, families);
         let all: Vec<&str> = headers.get_all(RATELIMIT).iter().map(|v| v.to_str().unwrap()).collect();
         assert_eq!(all, [r#""api";r=42;t=60, "5/1000ms";r=1;t=1"#, r#""global";r=20;t=30"#]);
         assert_eq!(headers.get_all(RATELIMIT_POLICY).iter().count(), 2);
         assert_eq!(headers[X_RATELIMIT_REMAINING], "1", "the inner rule still binds most");
         let tighter =
             MultiDecision::from_decisions(vec![Decision::allowed(1000, 0, Duration::from_secs(30))]);
-        add_quota_headers(&mut headers, &[&outer], &tighter, families);
+        add_quota_headers(&mut headers, &[&outer].into_iter(), None, &tighter, families);
         assert_eq!(
             (&headers[X_RATELIMIT_LIMIT], &headers[X_RATELIMIT_REMAINING]),
             (&"1000".parse::<HeaderValue>().unwrap(), &"0".parse::<HeaderValue>().unwrap())
@@ -199,7 +312,8 @@ mod tests {
         let mut none = HeaderMap::new();
         add_quota_headers(
             &mut none,
-            &[&a, &b],
+            &[&a, &b].into_iter(),
+            None,
             &multi,
             Families { ietf: false, legacy: false, degraded: false },
         );

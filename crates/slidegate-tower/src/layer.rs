@@ -13,6 +13,7 @@ use tower_layer::Layer;
 use crate::config::{Config, Dimension, MissingKey};
 use crate::headers::Families;
 use crate::key::KeyExtractor;
+use crate::response::Message;
 use crate::service::RateLimit;
 
 /// A tower [`Layer`] that rate limits every request with a
@@ -89,7 +90,8 @@ impl<S: Store> RateLimitLayer<S> {
                 limiter,
                 dimensions: Vec::new(),
                 families: Families { ietf: true, legacy: true, degraded: false },
-                message: Cow::Borrowed("Too Many Requests"),
+                policy: None,
+                message: Message::new(Cow::Borrowed("Too Many Requests")),
                 ban_status: StatusCode::TOO_MANY_REQUESTS,
                 grpc: false,
                 cost: None,
@@ -153,12 +155,12 @@ impl<S: Store> RateLimitLayer<S> {
         if matches!(&missing, MissingKey::Shared(shared) if shared.is_empty()) {
             return refuse(format!("the shared key for requests {rule} cannot identify must not be empty"));
         }
-        Ok(self.edit(|c| c.dimensions.push(Dimension { rule, key: Arc::new(key), missing })))
+        Ok(self.edit(|c| c.push(Dimension { rule, key: Arc::new(key), missing })))
     }
 
     /// The body of a limited response (default `Too Many Requests`).
     pub fn message(self, message: impl Into<Cow<'static, str>>) -> Self {
-        let message = message.into();
+        let message = Message::new(message.into());
         self.edit(|c| c.message = message)
     }
 

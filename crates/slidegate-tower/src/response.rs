@@ -2,13 +2,15 @@
 //! status) with a body in the format the client accepts, or, for gRPC,
 //! `RESOURCE_EXHAUSTED` with `RetryInfo`.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt as _;
 use slidegate::{Decision, State};
 
-use crate::headers::{ceil_secs, retry_after};
+use crate::headers::{ceil_secs, push_number, retry_after, with_scratch};
 
 /// Response bodies the layer can build its own answers in.
 ///
@@ -111,10 +113,33 @@ fn json_string(text: &str) -> String {
     out
 }
 
+/// The message of limited responses, with the parts of their bodies that
+/// do not change built once.
+#[derive(Debug, Clone)]
+pub(crate) struct Message {
+    text: Cow<'static, str>,
+    /// The plain-text body: the message and a newline.
+    body: Bytes,
+    /// The message as a JSON string.
+    json: Box<str>,
+}
+
+impl Message {
+    pub(crate) fn new(text: Cow<'static, str>) -> Message {
+        let body = Bytes::from(format!("{text}\n"));
+        let json = json_string(&text).into_boxed_str();
+        Message { text, body, json }
+    }
+
+    pub(crate) fn text(&self) -> &str {
+        &self.text
+    }
+}
+
 /// The HTTP answer to a denied request.
 pub(crate) fn limited<B: LimitedBody>(
     denial: &Decision,
-    message: &str,
+    message: &Message,
     ban_status: StatusCode,
     json: bool,
 ) -> Response<B> {
@@ -122,23 +147,37 @@ pub(crate) fn limited<B: LimitedBody>(
     let status = if banned { ban_status } else { StatusCode::TOO_MANY_REQUESTS };
     let retry = ceil_secs(denial.retry_after).max(1);
     let (body, content_type) = if json {
-        let kind = if banned { "banned" } else { "rate_limited" };
-        let body = format!(
-            "{{\"error\":\"{kind}\",\"message\":{},\"retry_after_secs\":{retry},\"limit\":{},\"remaining\":{}}}",
-            json_string(message),
-            denial.limit,
-            denial.remaining
-        );
-        (body, "application/json")
+        let kind: &[u8] = if banned { b"banned" } else { b"rate_limited" };
+        let write = |out: &mut Vec<u8>| {
+            out.extend_from_slice(b"{\"error\":\"");
+            out.extend_from_slice(kind);
+            out.extend_from_slice(b"\",\"message\":");
+            out.extend_from_slice(message.json.as_bytes());
+            out.extend_from_slice(b",\"retry_after_secs\":");
+            push_number(out, retry);
+            out.extend_from_slice(b",\"limit\":");
+            push_number(out, u64::from(denial.limit));
+            out.extend_from_slice(b",\"remaining\":");
+            push_number(out, u64::from(denial.remaining));
+            out.push(b'}');
+        };
+        (with_scratch(write, Bytes::copy_from_slice), "application/json")
     } else {
-        (format!("{message}\n"), "text/plain; charset=utf-8")
+        (message.body.clone(), "text/plain; charset=utf-8")
     };
-    let mut response = Response::new(B::from_bytes(Bytes::from(body)));
+    let mut response = Response::new(B::from_bytes(body));
     *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    response.headers_mut().insert(RETRY_AFTER, retry_after(denial.retry_after));
+    // Room for these two and the quota headers, allocated once.
+    let headers = response.headers_mut();
+    *headers = HeaderMap::with_capacity(LIMITED_HEADERS);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(RETRY_AFTER, retry_after(denial.retry_after));
     response
 }
+
+/// The headers a limited response usually carries: its own two, the two
+/// IETF and the three legacy quota headers, and one to spare.
+const LIMITED_HEADERS: usize = 8;
 
 /// The gRPC answer to a denied request: `RESOURCE_EXHAUSTED` (or
 /// `PERMISSION_DENIED` for a ban answered with 403), with
@@ -229,7 +268,8 @@ mod tests {
     fn text_or_json_by_accept() {
         let denial = Decision::limited(10, 0, Duration::from_millis(1500), Duration::from_secs(9));
         assert!(!wants_json(&HeaderMap::new()));
-        let text: Response<String> = limited(&denial, "slow down", StatusCode::FORBIDDEN, false);
+        let text: Response<String> =
+            limited(&denial, &Message::new("slow down".into()), StatusCode::FORBIDDEN, false);
         assert_eq!(text.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(text.headers()[RETRY_AFTER], "2");
         assert_eq!(text.body(), "slow down\n");
@@ -237,15 +277,25 @@ mod tests {
         let mut accept = HeaderMap::new();
         accept.insert(ACCEPT, HeaderValue::from_static("application/json"));
         assert!(wants_json(&accept));
-        let json: Response<String> = limited(&denial, "say \"hi\"", StatusCode::FORBIDDEN, true);
+        let json: Response<String> =
+            limited(&denial, &Message::new("say \"hi\"".into()), StatusCode::FORBIDDEN, true);
         let body: serde_json::Value = serde_json::from_str(json.body()).unwrap();
         assert_eq!(body["message"], "say \"hi\"");
         assert_eq!(body["retry_after_secs"], 2);
+        assert_eq!(
+            (&body["error"], &body["limit"], &body["remaining"]),
+            (&"rate_limited".into(), &10.into(), &0.into())
+        );
+        let control: Response<String> =
+            limited(&denial, &Message::new("tab\there\u{1}".into()), StatusCode::FORBIDDEN, true);
+        let body: serde_json::Value = serde_json::from_str(control.body()).unwrap();
+        assert_eq!(body["message"], "tab\there\u{1}");
         assert_eq!(json.headers()[CONTENT_TYPE], "application/json");
 
         let mut ban = denial;
         ban.state = State::Banned;
-        let banned: Response<String> = limited(&ban, "banned", StatusCode::FORBIDDEN, false);
+        let banned: Response<String> =
+            limited(&ban, &Message::new("banned".into()), StatusCode::FORBIDDEN, false);
         assert_eq!(banned.status(), StatusCode::FORBIDDEN);
     }
 }

@@ -99,16 +99,15 @@ where
             if keys.is_empty() || cost == 0 {
                 return inner.call(request).await;
             }
-            let rules: Vec<&Rule> = keys.iter().map(|(i, _)| &config.dimensions[*i].rule).collect();
             let dimensions: Vec<(&Rule, &str)> =
-                rules.iter().zip(&keys).map(|(rule, (_, key))| (*rule, key.as_str())).collect();
+                keys.iter().map(|(i, key)| (&config.dimensions[*i].rule, key.as_str())).collect();
             let multi = match config.limiter.check_all_n(&dimensions, cost).await {
                 Ok(multi) => multi,
                 Err(error) if error.kind() == ErrorKind::InvalidCost => {
                     // A cost some rule can never admit: waiting would not help.
                     tracing::warn!(target: "slidegate", %error, "request cannot be admitted");
-                    let limit = rules.iter().map(|rule| rule.limit()).min().unwrap_or(0);
-                    return Ok(never_admitted(limit, &config.message, json, config.grpc));
+                    let limit = dimensions.iter().map(|(rule, _)| rule.limit()).min().unwrap_or(0);
+                    return Ok(never_admitted(limit, config.message.text(), json, config.grpc));
                 }
                 Err(error) => {
                     // The layer's setup is checked when rules are added, so
@@ -117,36 +116,48 @@ where
                     return Ok(internal_error(config.grpc));
                 }
             };
+            let rules = Quota { config: &config, dimensions: &dimensions, multi: &multi };
             if multi.allowed {
                 let mut response = inner.call(request).await?;
-                add_quota_headers(response.headers_mut(), &rules, &multi, config.families);
+                rules.add_headers(response.headers_mut());
                 response.extensions_mut().insert(multi);
                 return Ok(response);
             }
-            let mut response = denied(&config, &rules, &multi, json);
+            let mut response = denied(&rules, json);
             response.extensions_mut().insert(multi);
             Ok(response)
         })
     }
 }
 
-fn denied<S, B: LimitedBody>(
-    config: &Config<S>,
-    rules: &[&Rule],
-    multi: &MultiDecision,
-    json: bool,
-) -> Response<B> {
+/// A decided request: the rules that applied and their decisions.
+struct Quota<'a, S> {
+    config: &'a Config<S>,
+    dimensions: &'a [(&'a Rule, &'a str)],
+    multi: &'a MultiDecision,
+}
+
+impl<S> Quota<'_, S> {
+    fn add_headers(&self, headers: &mut http::HeaderMap) {
+        let rules = self.dimensions.iter().map(|(rule, _)| *rule);
+        let policy = self.config.policy_of(self.dimensions.len());
+        add_quota_headers(headers, &rules, policy, self.multi, self.config.families);
+    }
+}
+
+fn denied<S, B: LimitedBody>(quota: &Quota<'_, S>, json: bool) -> Response<B> {
+    let config = quota.config;
     // A denied check has a denying decision: the one with the longest wait.
     let fallback = Decision::limited(0, 0, Default::default(), Default::default());
-    let denial = multi.binding().unwrap_or(&fallback);
+    let denial = quota.multi.binding().unwrap_or(&fallback);
     #[cfg(feature = "tonic")]
     if config.grpc {
-        let mut response = crate::response::limited_grpc(denial, &config.message, config.ban_status);
-        add_quota_headers(response.headers_mut(), rules, multi, config.families);
+        let mut response = crate::response::limited_grpc(denial, config.message.text(), config.ban_status);
+        quota.add_headers(response.headers_mut());
         return response;
     }
     let mut response = limited(denial, &config.message, config.ban_status, json);
-    add_quota_headers(response.headers_mut(), rules, multi, config.families);
+    quota.add_headers(response.headers_mut());
     if denial.state == State::Banned {
         tracing::debug!(target: "slidegate", retry_after = ?denial.retry_after, "banned request");
     }

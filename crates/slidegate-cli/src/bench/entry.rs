@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use http::{HeaderName, HeaderValue, StatusCode};
 use slidegate::{Algorithm, Limiter, MultiDecision, Rule, Source, Store};
+use slidegate_tower::headers::X_RATELIMIT_DEGRADED;
 use slidegate_tower::{Global, Header, RateLimit, RateLimitLayer};
 use tower::{Layer, Service, ServiceExt};
 
@@ -114,7 +115,7 @@ pub(super) async fn ask<S: Store>(
         StatusCode::TOO_MANY_REQUESTS => false,
         other => return Err(format!("the layer answered {other}")),
     };
-    let degraded = response.headers().contains_key("x-ratelimit-degraded");
+    let degraded = response.headers().contains_key(X_RATELIMIT_DEGRADED);
     let cached = response
         .extensions()
         .get::<MultiDecision>()
