@@ -3,6 +3,7 @@
 //! `X-RateLimit-Limit/Remaining/Reset`, and `Retry-After`.
 
 use std::cell::RefCell;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -76,21 +77,32 @@ static DIGITS: [[u8; 3]; SMALL] = {
     table
 };
 
+/// The header values of `0..SMALL`, static: cloning one copies a pointer.
+static NUMBERS: LazyLock<Box<[HeaderValue]>> = LazyLock::new(|| {
+    DIGITS
+        .iter()
+        .enumerate()
+        .map(|(n, digits)| {
+            let len = if n >= 100 {
+                3
+            } else if n >= 10 {
+                2
+            } else {
+                1
+            };
+            match std::str::from_utf8(&digits[..len]) {
+                Ok(text) => HeaderValue::from_static(text),
+                Err(_) => HeaderValue::from(n),
+            }
+        })
+        .collect()
+});
+
 /// `n` as a header value; static below [`SMALL`].
 pub(crate) fn number_value(n: u64) -> HeaderValue {
-    let Some(digits) = usize::try_from(n).ok().and_then(|i| DIGITS.get(i)) else {
-        return HeaderValue::from(n);
-    };
-    let len = if n >= 100 {
-        3
-    } else if n >= 10 {
-        2
-    } else {
-        1
-    };
-    match std::str::from_utf8(&digits[..len]) {
-        Ok(text) => HeaderValue::from_static(text),
-        Err(_) => HeaderValue::from(n),
+    match usize::try_from(n).ok().and_then(|i| NUMBERS.get(i)) {
+        Some(value) => value.clone(),
+        None => HeaderValue::from(n),
     }
 }
 
@@ -148,9 +160,23 @@ pub(crate) fn with_scratch<T>(write: impl FnOnce(&mut Vec<u8>), finish: impl FnO
     })
 }
 
-/// Adds the quota headers of `multi` (one decision per rule in `rules`).
-/// `policy` is the `RateLimit-Policy` value of `rules` at their
-/// configured limits, when the caller has it built.
+/// A header value of list items, written by `write`.
+fn list_value(write: impl FnOnce(&mut Vec<u8>)) -> Option<HeaderValue> {
+    with_scratch(write, |bytes| HeaderValue::from_bytes(bytes).ok())
+}
+
+/// Whether a header map may already hold quota headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Headers {
+    /// The layer's own limited response: nobody else wrote to it.
+    Own,
+    /// The inner service's response: an inner layer may have.
+    Inner,
+}
+
+/// Adds the quota headers of `multi` (one decision per rule in `rules`) to
+/// `headers` (of kind `kind`). `policy` is the `RateLimit-Policy` value of
+/// `rules` at their configured limits, when the caller has it built.
 ///
 /// Layers may be stacked (a global layer around a per-route one): the IETF
 /// fields are lists, so each layer adds its policies to what an inner
@@ -162,6 +188,7 @@ pub(crate) fn add_quota_headers<'r>(
     policy: Option<&HeaderValue>,
     multi: &MultiDecision,
     families: Families,
+    kind: Headers,
 ) {
     if families.ietf && rules.clone().next().is_some() {
         let pairs = || rules.clone().zip(&multi.decisions);
@@ -169,20 +196,16 @@ pub(crate) fn add_quota_headers<'r>(
         // limits scale the configured one.
         let policy = match policy {
             Some(policy) if pairs().all(|(rule, d)| d.limit == rule.limit()) => Some(policy.clone()),
-            _ => with_scratch(
-                |out| pairs().for_each(|(rule, d)| push_policy(out, rule, d.limit)),
-                |bytes| HeaderValue::from_bytes(bytes).ok(),
-            ),
+            _ => list_value(|out| {
+                pairs().for_each(|(rule, d)| push_policy(out, rule, d.limit));
+            }),
         };
-        let current = with_scratch(
-            |out| {
-                for (rule, decision) in pairs() {
-                    let remaining = (&b";r="[..], u64::from(decision.remaining));
-                    push_item(out, rule, remaining, (b";t=", ceil_secs(decision.reset_after)));
-                }
-            },
-            |bytes| HeaderValue::from_bytes(bytes).ok(),
-        );
+        let current = list_value(|out| {
+            for (rule, decision) in pairs() {
+                let remaining = (&b";r="[..], u64::from(decision.remaining));
+                push_item(out, rule, remaining, (b";t=", ceil_secs(decision.reset_after)));
+            }
+        });
         if let (Some(policy), Some(current)) = (policy, current) {
             headers.append(RATELIMIT_POLICY, policy);
             headers.append(RATELIMIT, current);
@@ -192,7 +215,10 @@ pub(crate) fn add_quota_headers<'r>(
         && let Some(binding) = multi.binding()
     {
         let reset = ceil_secs(binding.reset_after);
-        let written = (number(headers, &X_RATELIMIT_REMAINING), number(headers, &X_RATELIMIT_RESET));
+        let written = match kind {
+            Headers::Own => (None, None),
+            Headers::Inner => (number(headers, &X_RATELIMIT_REMAINING), number(headers, &X_RATELIMIT_RESET)),
+        };
         let binds_more = match written {
             (Some(remaining), Some(written_reset)) => {
                 (u64::from(binding.remaining), std::cmp::Reverse(reset))
@@ -212,8 +238,9 @@ pub(crate) fn add_quota_headers<'r>(
     if let Some(warned) =
         multi.decisions.iter().filter(|d| d.state == State::Warned).map(|d| d.violations).max()
     {
-        let written = headers
-            .get(&X_RATELIMIT_WARNING)
+        let written = (kind == Headers::Inner)
+            .then(|| headers.get(&X_RATELIMIT_WARNING))
+            .flatten()
             .and_then(|v| v.to_str().ok()?.strip_prefix("violations=")?.parse::<u32>().ok());
         if written.is_none_or(|written| warned > written)
             && let Ok(v) = HeaderValue::from_str(&format!("violations={warned}"))
@@ -266,7 +293,14 @@ mod tests {
         // value is not the one written.
         let scaled = MultiDecision::from_decisions(vec![Decision::allowed(40, 39, Duration::from_secs(60))]);
         let mut headers = HeaderMap::new();
-        add_quota_headers(&mut headers, &[&rule].into_iter(), policy.as_ref(), &scaled, families);
+        add_quota_headers(
+            &mut headers,
+            &[&rule].into_iter(),
+            policy.as_ref(),
+            &scaled,
+            families,
+            Headers::Own,
+        );
         assert_eq!(headers[RATELIMIT_POLICY], r#""api";q=40;w=60"#);
         assert_eq!(headers[RATELIMIT], r#""api";r=39;t=60"#);
         assert_eq!(headers[X_RATELIMIT_LIMIT], "40");
@@ -283,7 +317,14 @@ mod tests {
         let mut headers = HeaderMap::new();
         let families = Families { ietf: true, legacy: true, degraded: true };
         let policy = policy_value(&[&a, &b]);
-        add_quota_headers(&mut headers, &[&a, &b].into_iter(), policy.as_ref(), &multi, families);
+        add_quota_headers(
+            &mut headers,
+            &[&a, &b].into_iter(),
+            policy.as_ref(),
+            &multi,
+            families,
+            Headers::Inner,
+        );
         assert_eq!(headers[RATELIMIT_POLICY], r#""api";q=100;w=60, "5/1000ms";q=5;w=1"#);
         assert_eq!(headers[RATELIMIT], r#""api";r=42;t=60, "5/1000ms";r=1;t=1"#);
         assert_eq!(headers[X_RATELIMIT_LIMIT], "5", "the binding (least remaining) rule");
@@ -296,14 +337,14 @@ mod tests {
         let outer = Rule::per_minute(NonZeroU32::new(1000).unwrap()).named("global").unwrap();
         let outer_multi =
             MultiDecision::from_decisions(vec![Decision::allowed(1000, 20, Duration::from_secs(30))]);
-        add_quota_headers(&mut headers, &[&outer].into_iter(), None, &outer_multi, families);
+        add_quota_headers(&mut headers, &[&outer].into_iter(), None, &outer_multi, families, Headers::Inner);
         let all: Vec<&str> = headers.get_all(RATELIMIT).iter().map(|v| v.to_str().unwrap()).collect();
         assert_eq!(all, [r#""api";r=42;t=60, "5/1000ms";r=1;t=1"#, r#""global";r=20;t=30"#]);
         assert_eq!(headers.get_all(RATELIMIT_POLICY).iter().count(), 2);
         assert_eq!(headers[X_RATELIMIT_REMAINING], "1", "the inner rule still binds most");
         let tighter =
             MultiDecision::from_decisions(vec![Decision::allowed(1000, 0, Duration::from_secs(30))]);
-        add_quota_headers(&mut headers, &[&outer].into_iter(), None, &tighter, families);
+        add_quota_headers(&mut headers, &[&outer].into_iter(), None, &tighter, families, Headers::Inner);
         assert_eq!(
             (&headers[X_RATELIMIT_LIMIT], &headers[X_RATELIMIT_REMAINING]),
             (&"1000".parse::<HeaderValue>().unwrap(), &"0".parse::<HeaderValue>().unwrap())
@@ -316,6 +357,7 @@ mod tests {
             None,
             &multi,
             Families { ietf: false, legacy: false, degraded: false },
+            Headers::Inner,
         );
         assert!(none.is_empty());
     }

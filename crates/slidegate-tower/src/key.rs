@@ -6,6 +6,7 @@
 //! layer's [`MissingKey`](crate::MissingKey) setting, never a panic. Keys are
 //! untrusted input; slidegate bounds and digests hostile ones itself.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -14,7 +15,9 @@ use http::request::Parts;
 
 use crate::client_ip::{ForwardedHeader, TrustedProxies, client_ip};
 
-/// Picks the key a rule limits from a request head.
+/// Picks the key a rule limits from a request head: borrowed from it
+/// where it can be (a header's value, the path), so a check needs no copy
+/// of its key unless it waits for the store.
 ///
 /// Implemented for closures `Fn(&Parts) -> Option<String>`:
 ///
@@ -31,15 +34,15 @@ use crate::client_ip::{ForwardedHeader, TrustedProxies, client_ip};
 /// ```
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key of this request, or `None` when it has none.
-    fn extract(&self, parts: &Parts) -> Option<String>;
+    fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>>;
 }
 
 impl<F> KeyExtractor for F
 where
     F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
 {
-    fn extract(&self, parts: &Parts) -> Option<String> {
-        self(parts)
+    fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>> {
+        self(parts).map(Cow::Owned)
     }
 }
 
@@ -48,8 +51,8 @@ where
 pub struct Global;
 
 impl KeyExtractor for Global {
-    fn extract(&self, _: &Parts) -> Option<String> {
-        Some("global".to_owned())
+    fn extract<'a>(&self, _: &'a Parts) -> Option<Cow<'a, str>> {
+        Some(Cow::Borrowed("global"))
     }
 }
 
@@ -80,8 +83,8 @@ pub fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
 pub struct PeerIp;
 
 impl KeyExtractor for PeerIp {
-    fn extract(&self, parts: &Parts) -> Option<String> {
-        peer_addr(parts).map(|addr| addr.ip().to_string())
+    fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>> {
+        peer_addr(parts).map(|addr| Cow::Owned(addr.ip().to_string()))
     }
 }
 
@@ -184,10 +187,12 @@ impl ClientIp {
 }
 
 impl KeyExtractor for ClientIp {
-    fn extract(&self, parts: &Parts) -> Option<String> {
-        self.client(parts).map(|ip| match ip {
-            IpAddr::V6(_) if self.ipv6_prefix < 128 => format!("{ip}/{}", self.ipv6_prefix),
-            ip => ip.to_string(),
+    fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>> {
+        self.client(parts).map(|ip| {
+            Cow::Owned(match ip {
+                IpAddr::V6(_) if self.ipv6_prefix < 128 => format!("{ip}/{}", self.ipv6_prefix),
+                ip => ip.to_string(),
+            })
         })
     }
 }
@@ -205,8 +210,8 @@ impl Header {
 }
 
 impl KeyExtractor for Header {
-    fn extract(&self, parts: &Parts) -> Option<String> {
-        parts.headers.get(&self.0)?.to_str().ok().filter(|v| !v.is_empty()).map(str::to_owned)
+    fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>> {
+        parts.headers.get(&self.0)?.to_str().ok().filter(|v| !v.is_empty()).map(Cow::Borrowed)
     }
 }
 
@@ -216,8 +221,8 @@ impl KeyExtractor for Header {
 pub struct Path;
 
 impl KeyExtractor for Path {
-    fn extract(&self, parts: &Parts) -> Option<String> {
-        Some(parts.uri.path().to_owned())
+    fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>> {
+        Some(Cow::Borrowed(parts.uri.path()))
     }
 }
 
@@ -228,8 +233,8 @@ pub struct MatchedPath;
 
 #[cfg(feature = "axum")]
 impl KeyExtractor for MatchedPath {
-    fn extract(&self, parts: &Parts) -> Option<String> {
-        parts.extensions.get::<axum::extract::MatchedPath>().map(|p| p.as_str().to_owned())
+    fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>> {
+        parts.extensions.get::<axum::extract::MatchedPath>().map(|p| Cow::Borrowed(p.as_str()))
     }
 }
 
@@ -275,7 +280,7 @@ where
     T: Send + Sync + 'static,
     F: Fn(&T) -> String + Send + Sync + 'static,
 {
-    fn extract(&self, parts: &Parts) -> Option<String> {
-        parts.extensions.get::<T>().map(&self.key)
+    fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>> {
+        parts.extensions.get::<T>().map(|value| Cow::Owned((self.key)(value)))
     }
 }

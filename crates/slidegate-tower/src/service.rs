@@ -1,5 +1,6 @@
 //! [`RateLimit`]: the service a [`RateLimitLayer`](crate::RateLimitLayer) wraps around yours.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -11,7 +12,7 @@ use tower_service::Service;
 
 use crate::config::{Config, MissingKey};
 use crate::future::ResponseFuture;
-use crate::headers::add_quota_headers;
+use crate::headers::{Headers, add_quota_headers};
 use crate::response::{LimitedBody, internal_error, limited, never_admitted, unidentified, wants_json};
 
 /// Rate limits the requests of an inner service (see
@@ -39,19 +40,20 @@ impl<T, S> RateLimit<T, S> {
     }
 }
 
-/// The keys of a request, one per rule that applies.
-enum Keys {
-    Checked(Vec<(usize, String)>),
+/// The keys of a request (borrowed from its head where they can be), one
+/// per rule that applies: the rule's index and the key.
+enum Keys<'a> {
+    Checked(Vec<(usize, Cow<'a, str>)>),
     Rejected,
 }
 
-fn keys_of<S>(config: &Config<S>, parts: &Parts) -> Keys {
+fn keys_of<'a, S>(config: &'a Config<S>, parts: &'a Parts) -> Keys<'a> {
     let mut keys = Vec::with_capacity(config.dimensions.len());
     for (i, dimension) in config.dimensions.iter().enumerate() {
         match dimension.key.extract(parts) {
             Some(key) if !key.is_empty() => keys.push((i, key)),
             _ => match &dimension.missing {
-                MissingKey::Shared(shared) => keys.push((i, shared.to_string())),
+                MissingKey::Shared(shared) => keys.push((i, Cow::Borrowed(&**shared))),
                 MissingKey::Skip => {}
                 MissingKey::Reject => return Keys::Rejected,
             },
@@ -78,56 +80,103 @@ where
     }
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        let config = Arc::clone(&self.config);
+        let (parts, body) = request.into_parts();
+        let keys = match keys_of(&config, &parts) {
+            Keys::Checked(keys) => keys,
+            Keys::Rejected => return ResponseFuture::ready(Ok(unidentified(config.grpc))),
+        };
+        let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
+        // All a limited answer needs of the request head: its format.
+        let json = wants_json(&parts.headers);
+        // What the limiter answers without its store — above all a denial
+        // from the deny cache, attack traffic — is answered here and now,
+        // without a task or a copy of the keys.
+        let mut known = None;
+        if !keys.is_empty() && cost > 0 {
+            let dimensions = dimensions_of(&config, &keys);
+            if let Some(result) = config.limiter.check_all_now(&dimensions, cost) {
+                match verdict(&config, &dimensions, result, json) {
+                    Verdict::Answer(response) => return ResponseFuture::ready(Ok(response)),
+                    Verdict::Call(multi) => known = Some(multi),
+                }
+            }
+        }
+        let keys: Vec<(usize, String)> = keys.into_iter().map(|(i, key)| (i, key.into_owned())).collect();
+        let request = Request::from_parts(parts, body);
         // The ready service goes into the future; a clone stays for the next
         // `poll_ready` (tower's usual pattern for moving a service into a future).
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let config = Arc::clone(&self.config);
-        let (parts, body) = request.into_parts();
-        let keys = keys_of(&config, &parts);
-        let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
-        // All a limited answer needs of the request head: its format.
-        let json = wants_json(&parts.headers);
-        let request = Request::from_parts(parts, body);
 
         ResponseFuture::new(async move {
-            let keys = match keys {
-                Keys::Checked(keys) => keys,
-                Keys::Rejected => return Ok(unidentified(config.grpc)),
-            };
             // No rule applies, or a free request (cost 0).
             if keys.is_empty() || cost == 0 {
                 return inner.call(request).await;
             }
-            let dimensions: Vec<(&Rule, &str)> =
-                keys.iter().map(|(i, key)| (&config.dimensions[*i].rule, key.as_str())).collect();
-            let multi = match config.limiter.check_all_n(&dimensions, cost).await {
-                Ok(multi) => multi,
-                Err(error) if error.kind() == ErrorKind::InvalidCost => {
-                    // A cost some rule can never admit: waiting would not help.
-                    tracing::warn!(target: "slidegate", %error, "request cannot be admitted");
-                    let limit = dimensions.iter().map(|(rule, _)| rule.limit()).min().unwrap_or(0);
-                    return Ok(never_admitted(limit, config.message.text(), json, config.grpc));
-                }
-                Err(error) => {
-                    // The layer's setup is checked when rules are added, so
-                    // this is a bug or a key no store accepts: loud, not a 429.
-                    tracing::error!(target: "slidegate", %error, "rate limit check failed");
-                    return Ok(internal_error(config.grpc));
+            let dimensions = dimensions_of(&config, &keys);
+            let multi = match known {
+                Some(multi) => multi,
+                None => {
+                    let result = config.limiter.check_all_n(&dimensions, cost).await;
+                    match verdict(&config, &dimensions, result, json) {
+                        Verdict::Answer(response) => return Ok(response),
+                        Verdict::Call(multi) => multi,
+                    }
                 }
             };
-            let rules = Quota { config: &config, dimensions: &dimensions, multi: &multi };
-            if multi.allowed {
-                let mut response = inner.call(request).await?;
-                rules.add_headers(response.headers_mut());
-                response.extensions_mut().insert(multi);
-                return Ok(response);
-            }
-            let mut response = denied(&rules, json);
+            let mut response = inner.call(request).await?;
+            let quota = Quota { config: &config, dimensions: &dimensions, multi: &multi };
+            quota.add_headers(response.headers_mut(), Headers::Inner);
             response.extensions_mut().insert(multi);
             Ok(response)
         })
     }
+}
+
+/// The dimensions of a request's `keys`.
+fn dimensions_of<'a, S, K: AsRef<str>>(
+    config: &'a Config<S>,
+    keys: &'a [(usize, K)],
+) -> Vec<(&'a Rule, &'a str)> {
+    keys.iter().map(|(i, key)| (&config.dimensions[*i].rule, key.as_ref())).collect()
+}
+
+/// What the layer does after the limiter's decision.
+enum Verdict<B> {
+    /// Calls the service: the request is admitted.
+    Call(MultiDecision),
+    /// Answers itself: limited, never admissible, or the check failed.
+    Answer(Response<B>),
+}
+
+fn verdict<S, B: LimitedBody>(
+    config: &Config<S>,
+    dimensions: &[(&Rule, &str)],
+    result: Result<MultiDecision, slidegate::Error>,
+    json: bool,
+) -> Verdict<B> {
+    let multi = match result {
+        Ok(multi) => multi,
+        Err(error) if error.kind() == ErrorKind::InvalidCost => {
+            // A cost some rule can never admit: waiting would not help.
+            tracing::warn!(target: "slidegate", %error, "request cannot be admitted");
+            let limit = dimensions.iter().map(|(rule, _)| rule.limit()).min().unwrap_or(0);
+            return Verdict::Answer(never_admitted(limit, config.message.text(), json, config.grpc));
+        }
+        Err(error) => {
+            // The layer's setup is checked when rules are added, so
+            // this is a bug or a key no store accepts: loud, not a 429.
+            tracing::error!(target: "slidegate", %error, "rate limit check failed");
+            return Verdict::Answer(internal_error(config.grpc));
+        }
+    };
+    if multi.allowed {
+        return Verdict::Call(multi);
+    }
+    let mut response = denied(&Quota { config, dimensions, multi: &multi }, json);
+    response.extensions_mut().insert(multi);
+    Verdict::Answer(response)
 }
 
 /// A decided request: the rules that applied and their decisions.
@@ -138,10 +187,10 @@ struct Quota<'a, S> {
 }
 
 impl<S> Quota<'_, S> {
-    fn add_headers(&self, headers: &mut http::HeaderMap) {
+    fn add_headers(&self, headers: &mut http::HeaderMap, kind: Headers) {
         let rules = self.dimensions.iter().map(|(rule, _)| *rule);
         let policy = self.config.policy_of(self.dimensions.len());
-        add_quota_headers(headers, &rules, policy, self.multi, self.config.families);
+        add_quota_headers(headers, &rules, policy, self.multi, self.config.families, kind);
     }
 }
 
@@ -153,11 +202,11 @@ fn denied<S, B: LimitedBody>(quota: &Quota<'_, S>, json: bool) -> Response<B> {
     #[cfg(feature = "tonic")]
     if config.grpc {
         let mut response = crate::response::limited_grpc(denial, config.message.text(), config.ban_status);
-        quota.add_headers(response.headers_mut());
+        quota.add_headers(response.headers_mut(), Headers::Own);
         return response;
     }
     let mut response = limited(denial, &config.message, config.ban_status, json);
-    quota.add_headers(response.headers_mut());
+    quota.add_headers(response.headers_mut(), Headers::Own);
     if denial.state == State::Banned {
         tracing::debug!(target: "slidegate", retry_after = ?denial.retry_after, "banned request");
     }

@@ -15,7 +15,7 @@ use axum::routing::get;
 use futures::future::join_all;
 use http::{Request, StatusCode};
 use slidegate::store::Request as StoreRequest;
-use slidegate::{FailurePolicy, Limiter, Rule, Store};
+use slidegate::{FailurePolicy, Limiter, MultiDecision, Rule, Source, Store};
 use slidegate_redis::RedisStore;
 use slidegate_testkit::RedisServer;
 use slidegate_tower::{PeerIp, RateLimitLayer};
@@ -180,10 +180,46 @@ async fn an_attack_through_the_layer_is_answered_from_the_deny_cache() {
             assert!((1..=60).contains(&retry), "retry-after {retry}");
         }
         assert_eq!(script_calls(&server), calls, "the attack never reached Redis");
+        // A cached denial says what the store's did, in the same headers.
+        let cached = app.clone().oneshot(request()).await.unwrap();
+        let names = |r: &http::Response<Body>| r.headers().keys().map(|k| k.to_string()).collect::<Vec<_>>();
+        assert_eq!(names(&cached), names(&first));
+        for header in ["ratelimit-policy", "x-ratelimit-limit", "x-ratelimit-remaining", "content-type"] {
+            assert_eq!(cached.headers()[header], first.headers()[header], "{header}");
+        }
+        let source = cached.extensions().get::<MultiDecision>().and_then(|m| m.binding()).map(|d| d.source);
+        assert_eq!(source, Some(Source::DenyCache));
         // Another address still reaches Redis and is admitted.
         let mut other = Request::get("/").body(Body::empty()).unwrap();
         other.extensions_mut().insert(ConnectInfo("192.0.2.99:5000".parse::<SocketAddr>().unwrap()));
         assert_eq!(app.oneshot(other).await.unwrap().status(), StatusCode::OK);
         assert_eq!(script_calls(&server), calls + 1);
     }
+}
+
+/// A denial the deny cache holds is answered at once: ready when first
+/// polled, without Redis or the inner service.
+#[tokio::test]
+async fn a_cached_denial_is_ready_at_once() {
+    use futures::FutureExt as _;
+    use tower::{Layer as _, Service as _};
+
+    let server = RedisServer::start().expect("start redis-server");
+    let rule = Rule::per_minute(NonZeroU32::new(1).unwrap()).named("ready").unwrap();
+    let layer = RateLimitLayer::new(Limiter::new(store(&server, "tower:ready:").await)).rule(rule, PeerIp);
+    let inner_calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&inner_calls);
+    let mut service = layer.layer(tower::service_fn(move |_: Request<Body>| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        async { Ok::<_, std::convert::Infallible>(http::Response::new(Body::from("ok"))) }
+    }));
+    for status in [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS] {
+        let response = service.ready().await.unwrap().call(request()).await.unwrap();
+        assert_eq!(response.status(), status);
+    }
+    let calls = script_calls(&server);
+    let now = service.ready().await.unwrap().call(request()).now_or_never();
+    let response = now.expect("ready when first polled").unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!((script_calls(&server), inner_calls.load(std::sync::atomic::Ordering::Relaxed)), (calls, 1));
 }

@@ -279,3 +279,43 @@ async fn a_store_that_releases_charges_gets_only_bans_cached() {
     assert_eq!(limiter.check(&banned, "m").await.expect("cached ban").state, State::Banned);
     assert_eq!(remote.calls(), before, "the ban came from the cache");
 }
+
+/// `check_all_now` gives `check_all_n`'s answer when it needs no store
+/// call, synchronously, and charges nothing: a denial the cache holds, the
+/// switch; `None` for everything only the store can answer.
+#[tokio::test]
+async fn check_all_now_answers_only_without_the_store() {
+    let (limiter, remote, clock) = setup(FailurePolicy::FailClosed);
+    let global = rule(100).named("global").unwrap();
+    let per_user = rule(1).named("user").unwrap();
+    let per_team = rule(1).named("team").unwrap();
+    let all = [(&global, "api"), (&per_user, "alice"), (&per_team, "red")];
+    assert!(limiter.check_all_now(&all, 1).is_none(), "nothing cached yet");
+    assert_eq!(remote.calls(), 0, "and nothing asked");
+    assert!(limiter.check_all(&all).await.expect("admit").allowed);
+    assert!(limiter.check(&per_user, "alice").await.expect("deny").state == State::Limited);
+    assert!(limiter.check(&per_team, "red").await.expect("deny").state == State::Limited);
+    let calls = remote.calls();
+
+    clock.advance(Duration::from_millis(100));
+    let now = limiter.check_all_now(&all, 1).expect("cached").expect("valid");
+    assert!(!now.allowed);
+    let sources: Vec<Source> = now.decisions.iter().map(|d| d.source).collect();
+    assert_eq!(sources, [Source::DenyCache; 3], "both cached dimensions answer, the other is unknown");
+    assert_eq!((now.decisions[0].allowed, now.decisions[0].remaining), (true, 0));
+    assert_eq!(now.decisions[2].retry_after, Duration::from_millis(900), "counted down");
+    assert_eq!(now, limiter.check_all(&all).await.expect("cached"), "what check_all answers");
+    assert_eq!(remote.calls(), calls, "no store call");
+    assert!(limiter.check_all_now(&[(&global, "api")], 1).is_none(), "not cached: the store's");
+    let empty = limiter.check_all_now(&[(&global, "")], 1).expect("validated");
+    assert_eq!(empty.unwrap_err().kind(), slidegate::ErrorKind::InvalidKey);
+    assert_eq!(limiter.check(&global, "api").await.expect("global").remaining, 98, "charged once");
+
+    // The switch answers without a cache; without one, nothing else does.
+    let plain = Limiter::builder(remote.clone()).no_deny_cache().clock(clock.clone()).build();
+    assert!(plain.check_all_now(&all, 1).is_none());
+    plain.set_enabled(false);
+    let off = plain.check_all_now(&all, 1).expect("switched off").expect("valid");
+    assert!(off.allowed && off.decisions.iter().all(|d| d.state == State::Disabled));
+    assert!(Limiter::in_memory().check_all_now(&all, 1).is_none(), "a local store is simply asked");
+}

@@ -57,6 +57,11 @@ pub(super) fn app<S: Store>(limiter: &Limiter<S>, plan: &BenchPlan) -> anyhow::R
     Ok(Some(layer.layer(Ok200)))
 }
 
+/// Whether `entry`'s rules read the client address header.
+pub(super) fn reads_address(entry: Entry) -> bool {
+    matches!(entry, Entry::LayerThreeRules)
+}
+
 /// A layer's app: the layer around [`Ok200`].
 pub(super) type App<S> = RateLimit<Ok200, S>;
 
@@ -87,7 +92,8 @@ pub(super) struct Answer {
     pub(super) cached: bool,
 }
 
-/// Sends the request of key `index` (named `key`) through `app`.
+/// Sends the request of key `index` (named `key`) through `app`, with a
+/// client address header (in `address`) when the entry point reads one.
 ///
 /// # Errors
 ///
@@ -96,16 +102,18 @@ pub(super) async fn ask<S: Store>(
     app: &App<S>,
     key: &str,
     index: u64,
-    address: &mut String,
+    address: Option<&mut String>,
 ) -> Result<Answer, String> {
-    address.clear();
-    let spread = index % ADDRESSES;
-    let _ = write!(address, "10.0.{}.{}", spread / 256, spread % 256);
     // What a server hands the layer: a parsed request (GET / by default).
     let mut request = http::Request::new(Body::empty());
     let headers = request.headers_mut();
     headers.insert(USER, HeaderValue::from_str(key).map_err(|e| e.to_string())?);
-    headers.insert(ADDRESS, HeaderValue::from_str(address).map_err(|e| e.to_string())?);
+    if let Some(address) = address {
+        address.clear();
+        let spread = index % ADDRESSES;
+        let _ = write!(address, "10.0.{}.{}", spread / 256, spread % 256);
+        headers.insert(ADDRESS, HeaderValue::from_str(address).map_err(|e| e.to_string())?);
+    }
     let response = match app.clone().oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},

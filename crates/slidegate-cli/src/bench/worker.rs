@@ -117,7 +117,10 @@ impl<S: Store> Worker<S> {
                 _ => Instant::now(),
             };
             let result = match &self.app {
-                Some(app) => entry::ask(app, &key, index, &mut address).await,
+                Some(app) => {
+                    let address = entry::reads_address(self.plan.entry).then_some(&mut address);
+                    entry::ask(app, &key, index, address).await
+                }
                 None => self.limiter.check_n(&self.plan.rule, &key, self.plan.cost).await.map_or_else(
                     |error| Err(format!("{:#}", anyhow::Error::new(error))),
                     |d| {

@@ -180,6 +180,26 @@ impl<S: Store> Limiter<S> {
         self.decide_all(dimensions, cost).await
     }
 
+    /// [`check_all_n`](Self::check_all_n)'s answer when it needs no store
+    /// call — limiting switched off, a cost beyond an adaptively lowered
+    /// limit, a denial the deny cache holds — or `None` when only the store
+    /// can answer (then call `check_all_n`). Synchronous, and nothing is
+    /// charged: a server answers attack traffic with it without a task or
+    /// a future of its own (the tower layer does).
+    ///
+    /// # Errors
+    ///
+    /// As [`check_all_n`](Self::check_all_n), when it validates the request
+    /// (not when it returns `None` at once: without a deny cache, switch or
+    /// scaling in force there is nothing it could answer).
+    pub fn check_all_now(
+        &self,
+        dimensions: &[Dimension<'_>],
+        cost: u32,
+    ) -> Option<Result<MultiDecision, Error>> {
+        self.decide_all_now(dimensions, cost)
+    }
+
     /// Decides many independent requests at once — one round trip to the
     /// Redis store (per Cluster slot) instead of one each. Results are in
     /// input order; an invalid request gets its own `Err` and does not

@@ -104,17 +104,25 @@ impl<S: Store> Inner<S> {
             return Ok(Prepared::Answered(MultiDecision::from_decisions(decisions.collect())));
         }
         if sent.is_some() {
-            let cached: Vec<Option<Decision>> = requests.iter().map(|r| self.cached(r, sent)).collect();
-            let hit = cached.iter().position(Option::is_some);
+            let hit = requests.iter().enumerate().find_map(|(i, r)| Some((i, self.cached(r, sent)?)));
             let penalty_elsewhere = |hit: usize| {
                 requests.iter().enumerate().any(|(i, r)| i != hit && r.rule().penalty().is_some())
             };
-            if let Some(hit) = hit
+            if let Some((hit, denial)) = hit
                 && !penalty_elsewhere(hit)
             {
-                let decisions = requests.iter().zip(cached).map(|(r, c)| match c {
-                    Some(decision) => Self::hit(r, decision),
-                    None => unknown(r.rule(), Source::DenyCache),
+                let mut denial = Some(denial);
+                let decisions = requests.iter().enumerate().map(|(i, r)| {
+                    // Those before the first hit are not cached; those after may be.
+                    let cached = match i.cmp(&hit) {
+                        std::cmp::Ordering::Less => None,
+                        std::cmp::Ordering::Equal => denial.take(),
+                        std::cmp::Ordering::Greater => self.cached(r, sent),
+                    };
+                    match cached {
+                        Some(decision) => Self::hit(r, decision),
+                        None => unknown(r.rule(), Source::DenyCache),
+                    }
                 });
                 return Ok(Prepared::Answered(MultiDecision::from_decisions(decisions.collect())));
             }
@@ -222,6 +230,32 @@ impl<S: Store> Limiter<S> {
             telemetry::decision(rule, decision);
         }
         Ok(multi)
+    }
+
+    /// The prepare stage of one multi-dimension request alone: its answer
+    /// when no store call is needed, `None` when only the store can answer.
+    pub(super) fn decide_all_now(
+        &self,
+        dimensions: &[Dimension<'_>],
+        cost: u32,
+    ) -> Option<Result<MultiDecision, Error>> {
+        let inner = &*self.inner;
+        let scaling = inner.scaling();
+        let sent = inner.cache_time();
+        // Without a deny cache, switch or scaling to answer it, only the
+        // store can: nothing to validate here.
+        if sent.is_none() && inner.enabled.load(Ordering::Relaxed) && !scaling.is_active() {
+            return None;
+        }
+        let multi = match inner.prepare_all(&scaling, dimensions, cost, sent) {
+            Ok(Prepared::Answered(multi)) => multi,
+            Ok(Prepared::Ask(_)) => return None,
+            Err(error) => return Some(Err(error)),
+        };
+        for ((rule, _), decision) in dimensions.iter().zip(&multi.decisions) {
+            telemetry::decision(rule, decision);
+        }
+        Some(Ok(multi))
     }
 
     /// The pipeline of many independent requests: each prepared and settled

@@ -1,10 +1,11 @@
-//! Strings derived from a rule's fields, built once per rule: its state
-//! name and the prefix of its state's keys.
+//! What is derived from a rule's fields, built once per rule: its state
+//! name, the prefix of its state's keys, and its metric keys.
 
 use super::Rule;
+use crate::telemetry::keys::RuleKeys;
 
-/// [`Rule::state_name`] and the state prefix of a rule, computed on first
-/// use. Derived from the other fields, so it takes no part in comparing or
+/// [`Rule::state_name`], the state prefix and the metric keys of a rule,
+/// computed on first use. Derived from the other fields, so it takes no part in comparing or
 /// hashing rules; every change to the name or the algorithm resets it.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Derived(std::sync::OnceLock<DerivedStrings>);
@@ -15,6 +16,8 @@ pub(super) struct DerivedStrings {
     /// `<state name>:<state part>:`; shared, so the memory store's keys
     /// can hold it without a copy each.
     pub(super) state_prefix: std::sync::Arc<str>,
+    /// The rule's metric keys, labelled with its state name.
+    pub(super) metric_keys: std::sync::Arc<RuleKeys>,
 }
 
 impl Derived {
@@ -47,7 +50,8 @@ impl Rule {
             state_prefix.push(':');
             self.write_state_part(&mut state_prefix);
             state_prefix.push(':');
-            DerivedStrings { state_name, state_prefix: state_prefix.into() }
+            let metric_keys = std::sync::Arc::new(RuleKeys::new(&state_name));
+            DerivedStrings { state_name, state_prefix: state_prefix.into(), metric_keys }
         })
     }
 

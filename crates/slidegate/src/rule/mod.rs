@@ -289,6 +289,11 @@ impl Rule {
 
     /// [`Rule::state_name`], shared: built once per rule, then cloned
     /// without allocating (what metrics label every decision with).
+    /// The keys of the rule's metrics (built once per rule, shared by its clones).
+    pub(crate) fn metric_keys(&self) -> &crate::telemetry::keys::RuleKeys {
+        &self.derived().metric_keys
+    }
+
     pub(crate) fn state_label(&self) -> std::sync::Arc<str> {
         self.derived().state_name.clone()
     }

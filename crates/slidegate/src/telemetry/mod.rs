@@ -16,27 +16,13 @@
 
 use std::time::Duration;
 
-use crate::{BreakerState, Decision, Rule, State};
+use crate::{BreakerState, Decision, Rule};
 
-/// The label of a decision's outcome.
-pub(crate) fn outcome(decision: &Decision) -> &'static str {
-    match decision.state {
-        State::Allowed => "allowed",
-        State::Warned => "warned",
-        State::Limited => "limited",
-        State::Banned => "banned",
-        State::Degraded => "degraded",
-        State::Disabled => "disabled",
-    }
-}
+pub(crate) mod keys;
 
 pub(crate) fn decision(rule: &Rule, decision: &Decision) {
-    metrics::counter!(
-        "slidegate_decisions_total",
-        "rule" => metrics::SharedString::from_shared(rule.state_label()),
-        "outcome" => outcome(decision),
-    )
-    .increment(1);
+    let key = rule.metric_keys().decision(decision.state);
+    metrics::with_recorder(|recorder| recorder.register_counter(key, &keys::METADATA)).increment(1);
 }
 
 pub(crate) fn store_call(elapsed: Duration, result: &'static str) {
@@ -64,8 +50,8 @@ pub(crate) fn breaker_transition(to: BreakerState) {
 }
 
 pub(crate) fn deny_cache_hit(rule: &Rule) {
-    metrics::counter!("slidegate_deny_cache_hits_total", "rule" => metrics::SharedString::from_shared(rule.state_label()))
-        .increment(1);
+    let key = rule.metric_keys().deny_cache_hits();
+    metrics::with_recorder(|recorder| recorder.register_counter(key, &keys::METADATA)).increment(1);
 }
 
 pub(crate) fn adaptive_factor(factor: f64) {
