@@ -190,6 +190,10 @@ pub(crate) fn add_quota_headers<'r>(
     families: Families,
     kind: Headers,
 ) {
+    // Nobody wrote quota headers to an empty map.
+    let kind = if headers.is_empty() { Headers::Own } else { kind };
+    // Room for the IETF and legacy headers, allocated at most once.
+    headers.reserve(5);
     if families.ietf && rules.clone().next().is_some() {
         let pairs = || rules.clone().zip(&multi.decisions);
         // The decision's limit: the one enforced, also when adaptive

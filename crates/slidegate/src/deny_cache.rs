@@ -31,6 +31,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 #[cfg(doc)]
@@ -63,6 +64,9 @@ pub(crate) struct DenyCache {
     shards: Box<[Mutex<Shard>]>,
     hasher: foldhash::fast::RandomState,
     per_shard: usize,
+    /// Entries in all shards, changed under a shard's lock: while there are
+    /// none, reads and forgets need neither a hash nor a lock.
+    entries: AtomicUsize,
 }
 
 impl std::fmt::Debug for DenyCache {
@@ -77,6 +81,7 @@ impl DenyCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hasher: foldhash::fast::RandomState::default(),
             per_shard: capacity.div_ceil(SHARDS).max(1),
+            entries: AtomicUsize::new(0),
         }
     }
 
@@ -85,9 +90,18 @@ impl DenyCache {
         (hash, &self.shards[(hash as usize) % SHARDS])
     }
 
+    /// Whether the cache holds no denial (a hint: an entry being inserted
+    /// at the same time may not show yet).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.load(Ordering::Relaxed) == 0
+    }
+
     /// The cached denial for a request of `cost`, with its times counted
     /// down to `now`, if one still holds.
     pub(crate) fn get(&self, rule: &Rule, identity: &str, cost: u32, now: u64) -> Option<Decision> {
+        if self.is_empty() {
+            return None;
+        }
         let (hash, shard) = self.slot(rule, identity);
         let mut shard = lock(shard);
         let entry = shard.map.get(&hash)?;
@@ -98,6 +112,7 @@ impl DenyCache {
         // otherwise stretch the denial).
         if now >= entry.until || now < entry.sent {
             shard.map.remove(&hash);
+            self.entries.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
         if cost != entry.cost {
@@ -121,30 +136,39 @@ impl DenyCache {
         let (hash, shard) = self.slot(rule, identity);
         let mut shard = lock(shard);
         if shard.map.len() >= self.per_shard && !shard.map.contains_key(&hash) {
+            let before = shard.map.len();
             shard.map.retain(|_, e| e.until > sent);
+            self.entries.fetch_sub(before - shard.map.len(), Ordering::Relaxed);
             if shard.map.len() >= self.per_shard {
                 return;
             }
         }
-        shard.map.insert(
-            hash,
-            Entry { rule: rule.clone(), identity: identity.into(), cost, sent, until, decision: *decision },
-        );
+        let entry =
+            Entry { rule: rule.clone(), identity: identity.into(), cost, sent, until, decision: *decision };
+        if shard.map.insert(hash, entry).is_none() {
+            self.entries.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Forgets the entry of (rule, identity): a smaller request was just
     /// admitted, which moves the time the cached cost fits again.
     pub(crate) fn forget(&self, rule: &Rule, identity: &str) {
+        if self.is_empty() {
+            return;
+        }
         let (hash, shard) = self.slot(rule, identity);
         let mut shard = lock(shard);
         if shard.map.get(&hash).is_some_and(|e| e.rule == *rule && *e.identity == *identity) {
             shard.map.remove(&hash);
+            self.entries.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).map.len()).sum()
+        let len = self.shards.iter().map(|s| lock(s).map.len()).sum();
+        assert_eq!(self.entries.load(Ordering::Relaxed), len, "the count of entries is exact");
+        len
     }
 }
 

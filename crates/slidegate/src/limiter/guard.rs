@@ -40,8 +40,12 @@ impl Drop for ProbeGuard<'_> {
 }
 
 impl<S: Store> Inner<S> {
-    /// Runs `call` on the store behind the breaker and the deadline.
-    pub(super) async fn guarded<T>(&self, call: impl Future<Output = Result<T, Error>>) -> Outcome<T> {
+    /// Makes the call `call` makes on the store behind the breaker and the
+    /// deadline (a call the breaker rejects is never made).
+    pub(super) async fn guarded<T, F: Future<Output = Result<T, Error>>>(
+        &self,
+        call: impl FnOnce() -> F,
+    ) -> Outcome<T> {
         let admission = self.breaker.as_ref().map_or(Admission::Call, |b| b.admit(self.clock.now_ms()));
         if admission == Admission::Reject {
             return Outcome::Failed(Reason::BreakerOpen);
@@ -53,7 +57,7 @@ impl<S: Store> Inner<S> {
         // A span per store call (free when no subscriber listens): shows the
         // deadline and whether this call is the breaker's probe.
         let span = tracing::debug_span!(target: "slidegate", "store_call", deadline = ?self.deadline, probe);
-        let result = match tokio::time::timeout(self.deadline, call).instrument(span).await {
+        let result = match tokio::time::timeout(self.deadline, call()).instrument(span).await {
             Ok(result) => result,
             Err(_) => Err(Error::new(
                 ErrorKind::Timeout,

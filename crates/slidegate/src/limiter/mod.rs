@@ -190,8 +190,8 @@ impl<S: Store> Limiter<S> {
     /// # Errors
     ///
     /// As [`check_all_n`](Self::check_all_n), when it validates the request
-    /// (not when it returns `None` at once: without a deny cache, switch or
-    /// scaling in force there is nothing it could answer).
+    /// (not when it returns `None` at once: with no denial cached, limiting
+    /// on and no scaling in force there is nothing it could answer).
     pub fn check_all_now(
         &self,
         dimensions: &[Dimension<'_>],

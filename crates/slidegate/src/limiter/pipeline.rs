@@ -130,13 +130,18 @@ impl<S: Store> Inner<S> {
         Ok(Prepared::Ask(valid))
     }
 
-    /// Asks the store: directly when it is local, otherwise behind the
-    /// breaker and the deadline.
-    pub(super) async fn ask<T>(&self, call: impl Future<Output = Result<T, Error>>) -> Outcome<T> {
+    /// Asks the store the call `call` makes: directly when it is local,
+    /// otherwise behind the breaker and the deadline. A closure, not a
+    /// future: the store's future is made where it is awaited, so the
+    /// pipeline's future holds it once, not once per stage it passes.
+    pub(super) async fn ask<T, F: Future<Output = Result<T, Error>>>(
+        &self,
+        call: impl FnOnce() -> F,
+    ) -> Outcome<T> {
         if !self.store.is_local() {
             return self.guarded(call).await;
         }
-        match call.await {
+        match call().await {
             Ok(answer) => Outcome::Answered(answer),
             Err(error) if failure::is_input_error(&error) => Outcome::Invalid(error),
             Err(error) => Outcome::Failed(Reason::of(&error)),
@@ -206,7 +211,7 @@ impl<S: Store> Limiter<S> {
             Prepared::Answered(decision) => return Ok(record(rule, decision)),
             Prepared::Ask(request) => request,
         };
-        let outcome = inner.ask(inner.store.check(&request)).await;
+        let outcome = inner.ask(|| inner.store.check(&request)).await;
         inner.settle(&request, sent, outcome).map(|d| record(request.rule(), d))
     }
 
@@ -222,7 +227,7 @@ impl<S: Store> Limiter<S> {
         let multi = match inner.prepare_all(&scaling, dimensions, cost, sent)? {
             Prepared::Answered(multi) => multi,
             Prepared::Ask(valid) => {
-                let outcome = inner.ask(inner.store.check_all(&valid)).await;
+                let outcome = inner.ask(|| inner.store.check_all(&valid)).await;
                 inner.settle_all(&valid, sent, outcome)?
             }
         };
@@ -242,9 +247,10 @@ impl<S: Store> Limiter<S> {
         let inner = &*self.inner;
         let scaling = inner.scaling();
         let sent = inner.cache_time();
-        // Without a deny cache, switch or scaling to answer it, only the
-        // store can: nothing to validate here.
-        if sent.is_none() && inner.enabled.load(Ordering::Relaxed) && !scaling.is_active() {
+        // Without a denial cached, the switch or scaling to answer it, only
+        // the store can: nothing to validate here.
+        let cached = sent.is_some() && inner.deny_cache.as_ref().is_some_and(|cache| !cache.is_empty());
+        if !cached && inner.enabled.load(Ordering::Relaxed) && !scaling.is_active() {
             return None;
         }
         let multi = match inner.prepare_all(&scaling, dimensions, cost, sent) {
@@ -315,7 +321,7 @@ impl<S: Store> Inner<S> {
                 })
                 .collect()
         };
-        let call = async {
+        let call = || async {
             let answers = self.store.check_batch(requests).await;
             let failed = |a: &Result<Decision, Error>| a.as_ref().is_err_and(|e| !failure::is_input_error(e));
             match answers.first() {
