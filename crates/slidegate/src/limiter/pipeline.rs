@@ -196,6 +196,12 @@ fn unknown(rule: &Rule, source: Source) -> Decision {
     Decision::allowed(rule.limit(), 0, Duration::ZERO).from(source)
 }
 
+fn record_all(dimensions: &[Dimension<'_>], multi: &MultiDecision) {
+    for ((rule, _), decision) in dimensions.iter().zip(&multi.decisions) {
+        telemetry::decision(rule, decision);
+    }
+}
+
 fn record(rule: &Rule, decision: Decision) -> Decision {
     telemetry::decision(rule, &decision);
     decision
@@ -231,9 +237,7 @@ impl<S: Store> Limiter<S> {
                 inner.settle_all(&valid, sent, outcome)?
             }
         };
-        for ((rule, _), decision) in dimensions.iter().zip(&multi.decisions) {
-            telemetry::decision(rule, decision);
-        }
+        record_all(dimensions, &multi);
         Ok(multi)
     }
 
@@ -258,9 +262,7 @@ impl<S: Store> Limiter<S> {
             Ok(Prepared::Ask(_)) => return None,
             Err(error) => return Some(Err(error)),
         };
-        for ((rule, _), decision) in dimensions.iter().zip(&multi.decisions) {
-            telemetry::decision(rule, decision);
-        }
+        record_all(dimensions, &multi);
         Some(Ok(multi))
     }
 
