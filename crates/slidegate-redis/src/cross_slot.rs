@@ -45,19 +45,19 @@ pub(crate) async fn check_all(
     dimensions: &Dimensions<'_>,
     groups: &[Vec<usize>],
 ) -> Result<MultiDecision, Error> {
-    let (requests, cost) = (dimensions.requests(), dimensions.cost());
+    let requests = dimensions.requests();
     // Owned, per slot, for the task.
     let parts: Vec<Vec<Request<'static>>> =
         groups.iter().map(|g| g.iter().map(|&i| requests[i].clone().into_owned()).collect()).collect();
     let (store, groups, count) = (store.clone(), groups.to_vec(), requests.len());
     let (answer, answered) = oneshot::channel();
     tokio::spawn(async move {
-        let (result, charged) = reserve(&store, &parts, cost).await;
+        let (result, charged) = reserve(&store, &parts).await;
         // Admitted when every part was charged.
         let admitted = result.as_ref().is_ok_and(|replies| charged.len() == replies.len());
         let release_charged = async || {
             for (index, reply) in &charged {
-                release(&store, &parts[*index], reply, cost).await;
+                release(&store, &parts[*index], reply).await;
             }
         };
         // Released before the answer: a caller's next check sees the state
@@ -95,7 +95,6 @@ pub(crate) async fn check_all(
 async fn reserve(
     store: &RedisStore,
     parts: &[Vec<Request<'_>>],
-    cost: u32,
 ) -> (Result<Vec<Reply>, Error>, Vec<(usize, Reply)>) {
     let now = match store.now() {
         Ok(now) => now,
@@ -105,7 +104,7 @@ async fn reserve(
         .iter()
         .map(|part| {
             let part: Vec<&Request<'_>> = part.iter().collect();
-            general::call(store.scripts(), store.prefix(), &part, cost, now, store.uses_field_ttl())
+            general::call(store.scripts(), store.prefix(), &part, now, store.uses_field_ttl())
         })
         .collect();
     let replies = join_all(calls.iter().map(|call| store.send(call))).await;
@@ -135,8 +134,8 @@ async fn reserve(
     }
     for &(i, _) in &charged {
         if let Some(reply) = &mut decoded[i] {
-            for decision in &mut reply.decisions {
-                decision.remaining = decision.remaining.saturating_add(cost).min(decision.limit);
+            for (decision, request) in reply.decisions.iter_mut().zip(&parts[i]) {
+                decision.remaining = decision.remaining.saturating_add(request.cost()).min(decision.limit);
             }
         }
     }
@@ -152,8 +151,8 @@ async fn reserve(
 /// ran, and running it twice could take back another request's charge of
 /// the same millisecond. If it fails, the charge stays until it leaves
 /// the window (every key has a TTL): the error errs on the side of the limit.
-async fn release(store: &RedisStore, part: &[Request<'_>], reply: &Reply, cost: u32) {
-    let call = release_call::call(store.scripts(), store.prefix(), part, &reply.receipts, cost, reply.now);
+async fn release(store: &RedisStore, part: &[Request<'_>], reply: &Reply) {
+    let call = release_call::call(store.scripts(), store.prefix(), part, &reply.receipts, reply.now);
     match store.send(&call).await {
         Ok(_) => metrics::counter!("slidegate_cross_slot_releases_total").increment(1),
         Err(error) => {

@@ -18,14 +18,8 @@ impl Store for RedisStore {
     async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
         let rule = request.rule();
         if rule.penalty().is_some() {
-            let call = general::call(
-                self.scripts(),
-                self.prefix(),
-                &[request],
-                request.cost(),
-                self.now()?,
-                self.uses_field_ttl(),
-            );
+            let call =
+                general::call(self.scripts(), self.prefix(), &[request], self.now()?, self.uses_field_ttl());
             return general::decode_one(rule, &self.send(&call).await?);
         }
         let check = Check::new(self.prefix(), request);
@@ -51,14 +45,7 @@ impl Store for RedisStore {
             }
         }
         let all: Vec<&Request<'_>> = requests.iter().collect();
-        let call = general::call(
-            self.scripts(),
-            self.prefix(),
-            &all,
-            dimensions.cost(),
-            self.now()?,
-            self.uses_field_ttl(),
-        );
+        let call = general::call(self.scripts(), self.prefix(), &all, self.now()?, self.uses_field_ttl());
         let rules: Vec<_> = requests.iter().map(Request::rule).collect();
         Ok(MultiDecision::from_decisions(general::decode(&rules, &self.send(&call).await?)?.decisions))
     }

@@ -27,7 +27,7 @@ async fn release(
     let script = redis::Script::new(slidegate_redis::scripts::RELEASE);
     let reply: Vec<i64> = script
         .key(key)
-        .arg(cost)
+        .arg("") // unused
         .arg(charged_at)
         .arg("") // slack: SLACK_MS
         .arg(1)
@@ -36,6 +36,7 @@ async fn release(
         .arg(1000) // window ms
         .arg(1) // buckets
         .arg(receipt)
+        .arg(cost)
         .invoke_async(conn)
         .await
         .expect("release.lua");

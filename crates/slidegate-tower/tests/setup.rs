@@ -57,7 +57,7 @@ fn setup_mistakes_are_refused_when_rules_are_added() {
     }
     let err = full.try_rule_or(rule(10, "one-more"), Global, MissingKey::default()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidConfig);
-    assert!(err.to_string().contains("at most 16 rules"), "{err}");
+    assert!(err.to_string().contains(&format!("at most {MAX_DIMENSIONS} rules")), "{err}");
 
     let twice = layer().rule(rule(10, "api"), PeerIp);
     let err = twice.try_rule_or(rule(99, "api"), Global, MissingKey::default()).unwrap_err();

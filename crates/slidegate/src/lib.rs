@@ -76,7 +76,7 @@ pub use failure::FailurePolicy;
 pub use key::RateLimitKey;
 pub use limiter::{Limiter, LimiterBuilder};
 pub use memory::{MemoryStore, MemoryStoreBuilder};
-pub use multi::{Dimension, MultiDecision};
+pub use multi::{Dimension, MultiDecision, WeightedDimension};
 pub use penalty::Penalty;
 pub use rate_limited::RateLimited;
 pub use rule::{Algorithm, Rule};

@@ -51,7 +51,7 @@ pub const MAX_VIOLATIONS: u32 = 10_000;
 pub const MAX_IDENTITY_LEN: usize = 128;
 
 /// The most dimensions one check may have.
-pub const MAX_DIMENSIONS: usize = 16;
+pub const MAX_DIMENSIONS: usize = 64;
 
 // Defaults of the builders.
 

@@ -9,6 +9,10 @@ use crate::{Decision, Rule};
 /// One dimension of a multi-dimension check: a rule and the key it limits.
 pub type Dimension<'a> = (&'a Rule, &'a str);
 
+/// One dimension with its own cost: a rule, the key it limits, and what the
+/// request weighs there (see [`Limiter::check_all_weighted`](crate::Limiter::check_all_weighted)).
+pub type WeightedDimension<'a> = (&'a Rule, &'a str, u32);
+
 /// The answer to a multi-dimension check.
 ///
 /// `decisions[i]` answers dimension `i`. When the request is denied, the

@@ -5,12 +5,12 @@
 -- Cluster slot (the client groups them).
 --
 -- KEYS     per dimension i (1-based), 3 keys: [3i-2] state, [3i-1] violations, [3i] ban
--- ARGV     [1] cost  [2] now_ms ("" = Redis TIME)  [3] TTL slack ms
+-- ARGV     [1] unused ("")  [2] now_ms ("" = Redis TIME)  [3] TTL slack ms
 --          ("" = SLACK_MS; client-clock mode adds the clients' clock
 --          skew); [2] and [3] are read by lib/clock.lua
 --          [4] D = number of dimensions, [5] per-field hash TTL available "1"/"0",
---          then per dimension 9 values from 5 + 9(i-1) + 1:
---          algorithm (1 log, 2 counter, 3 fixed, 4 gcra), limit, window_ms,
+--          then per dimension 10 values from 5 + 10(i-1) + 1: the cost
+--          charged there, algorithm (1 log, 2 counter, 3 fixed, 4 gcra), limit, window_ms,
 --          buckets, violation window ms (0 = no penalty), warn_after (0 = none),
 --          ban_after (0 = none), ban_for_ms, violations kept (the penalty's cap)
 -- Reply    per dimension 7 integers: allowed (1|0; 1 = this dimension had
@@ -25,15 +25,15 @@
 -- four algorithm files and lib/penalty.lua.
 
 local ALGORITHMS = { LOG, COUNTER, FIXED, GCRA }
-local cost = tonumber(ARGV[1])
 local count = tonumber(ARGV[4])
 local field_ttl = ARGV[5] == '1'
 
 local dims = {}
 local all_fit = true
 for i = 1, count do
-  local o = 5 + 9 * (i - 1)
+  local o = 6 + 10 * (i - 1)
   local d = {
+    cost = tonumber(ARGV[o]),
     algorithm = ALGORITHMS[tonumber(ARGV[o + 1])],
     r = {
       limit = tonumber(ARGV[o + 2]),
@@ -57,7 +57,7 @@ for i = 1, count do
   if d.banned > 0 then
     all_fit = false
   else
-    d.v = d.algorithm.eval(d.key, d.r, cost, now)
+    d.v = d.algorithm.eval(d.key, d.r, d.cost, now)
     if not d.v.fits then all_fit = false end
   end
   dims[i] = d
@@ -72,7 +72,7 @@ for _, d in ipairs(dims) do
   elseif d.v.fits then
     allowed, retry, state, violations = 1, 0, 0, 0
     if all_fit then
-      remaining, reset, receipt = d.algorithm.charge(d.key, d.r, cost, now, d.v)
+      remaining, reset, receipt = d.algorithm.charge(d.key, d.r, d.cost, now, d.v)
       receipt = receipt or 0
     else
       remaining, reset = d.v.remaining, d.algorithm.idle(d.key, d.r, now, d.v)

@@ -4,11 +4,11 @@
 -- exactly (lib/shared.lua, A.release).
 --
 -- KEYS     per dimension i, [i] the state key
--- ARGV     [1] cost  [2] now_ms the charge was made at (check.lua's last
+-- ARGV     [1] unused ("")  [2] now_ms the charge was made at (check.lua's last
 --          reply value; read by lib/clock.lua as the call's time)  [3] ""
---          [4] D, then per dimension 5 values from 4 + 5(i-1) + 1:
+--          [4] D, then per dimension 6 values from 4 + 6(i-1) + 1:
 --          algorithm (1 log, 2 counter, 3 fixed, 4 gcra), limit, window_ms,
---          buckets, receipt
+--          buckets, receipt, the cost charged
 -- Reply    { D } (the number of dimensions released; an array like every
 --          slidegate script's reply)
 --
@@ -17,11 +17,10 @@
 -- four algorithm files.
 
 local ALGORITHMS = { LOG, COUNTER, FIXED, GCRA }
-local cost = tonumber(ARGV[1])
 local count = tonumber(ARGV[4])
 for i = 1, count do
-  local o = 4 + 5 * (i - 1)
+  local o = 4 + 6 * (i - 1)
   local r = { limit = tonumber(ARGV[o + 2]), window = tonumber(ARGV[o + 3]), buckets = tonumber(ARGV[o + 4]) }
-  ALGORITHMS[tonumber(ARGV[o + 1])].release(KEYS[i], r, cost, now, tonumber(ARGV[o + 5]))
+  ALGORITHMS[tonumber(ARGV[o + 1])].release(KEYS[i], r, tonumber(ARGV[o + 6]), now, tonumber(ARGV[o + 5]))
 end
 return { count }

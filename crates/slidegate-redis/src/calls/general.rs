@@ -10,12 +10,11 @@ use crate::now::Now;
 use crate::scripts::Scripts;
 
 /// The call deciding `requests` (a request's dimensions, or one request
-/// with a penalty) together, each charged `cost`.
+/// with a penalty) together, each charged its own cost.
 pub(crate) fn call<'s>(
     scripts: &'s Scripts,
     prefix: &str,
     requests: &[&Request<'_>],
-    cost: u32,
     now: Now,
     field_ttl: bool,
 ) -> Call<'s> {
@@ -26,12 +25,13 @@ pub(crate) fn call<'s>(
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let mut call = Call::new(scripts.check(), &key_refs);
     let cmd = &mut call.cmd;
-    cmd.arg(cost).arg(now.time_arg()).arg(now.slack_arg()).arg(requests.len());
+    cmd.arg("").arg(now.time_arg()).arg(now.slack_arg()).arg(requests.len());
     cmd.arg(if field_ttl { "1" } else { "0" });
     for request in requests {
         let rule = request.rule();
         let penalty = rule.penalty();
-        cmd.arg(algorithm_code(rule.algorithm()))
+        cmd.arg(request.cost())
+            .arg(algorithm_code(rule.algorithm()))
             .arg(rule.limit())
             .arg(rule.window_ms())
             .arg(buckets(rule.algorithm()))

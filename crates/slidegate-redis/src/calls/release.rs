@@ -8,13 +8,12 @@ use crate::keys::key_for;
 use crate::scripts::Scripts;
 
 /// The call taking back the charges of `requests` made at `now` (ms, the
-/// general script's reply) with `receipts`, each of `cost`.
+/// general script's reply) with `receipts`, each of its request's cost.
 pub(crate) fn call<'s>(
     scripts: &'s Scripts,
     prefix: &str,
     requests: &[Request<'_>],
     receipts: &[i64],
-    cost: u32,
     now: i64,
 ) -> Call<'s> {
     let keys: Vec<String> = requests
@@ -24,7 +23,7 @@ pub(crate) fn call<'s>(
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let mut call = Call::new(scripts.release(), &key_refs);
     // The charge's time is the call's (ARGV[2]); no slack (ARGV[3]).
-    call.cmd.arg(cost).arg(now).arg("").arg(requests.len());
+    call.cmd.arg("").arg(now).arg("").arg(requests.len());
     for (request, receipt) in requests.iter().zip(receipts) {
         let rule = request.rule();
         call.cmd
@@ -32,7 +31,8 @@ pub(crate) fn call<'s>(
             .arg(rule.limit())
             .arg(rule.window_ms())
             .arg(buckets(rule.algorithm()))
-            .arg(*receipt);
+            .arg(*receipt)
+            .arg(request.cost());
     }
     call
 }

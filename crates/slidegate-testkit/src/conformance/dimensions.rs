@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use slidegate::{Algorithm, ErrorKind, ManualClock, Rule, State, Store};
 
-use super::helpers::{check, check_all, check_batch, rule};
+use super::helpers::{check, check_all, check_batch, check_weighted, rule};
 
 fn named(limit: u32, window_ms: u64, algorithm: Algorithm, name: &str) -> Rule {
     rule(limit, window_ms, algorithm).named(name).unwrap_or_else(|e| panic!("rule: {e}"))
@@ -56,6 +56,29 @@ pub async fn weighted_dimensions<S: Store>(store: &S, clock: &ManualClock) {
     let second = check_all(store, &[(&a, "k"), (&b, "k")], 4).await.expect("check");
     assert_eq!(second.denied_by(), Some(1));
     assert_eq!(check(store, &a, "k", 6).await.expect("check").remaining, 0, "a was charged 4, not 8");
+    clock.advance(Duration::from_secs(10));
+}
+
+/// Each dimension charged its own cost (an Envoy request's descriptors
+/// weigh what their `hits_addend` says): all or nothing, per dimension.
+/// The keys differ, so in a Cluster the dimensions lie in several slots
+/// and a denial takes the other slots' reservations back at their cost.
+pub async fn each_dimension_its_own_cost<S: Store>(store: &S, clock: &ManualClock) {
+    let a = named(10, 1000, Algorithm::SlidingLog, "own-a");
+    let b = named(6, 1000, Algorithm::SLIDING_COUNTER, "own-b");
+    let c = named(5, 1000, Algorithm::Gcra, "own-c");
+    let remaining =
+        |m: &slidegate::MultiDecision| m.decisions.iter().map(|d| d.remaining).collect::<Vec<_>>();
+    let first = check_weighted(store, &[(&a, "k1", 3), (&b, "k2", 5), (&c, "k3", 1)]).await.expect("check");
+    assert!(first.allowed);
+    assert_eq!(remaining(&first), [7, 1, 4]);
+    let second = check_weighted(store, &[(&a, "k1", 3), (&b, "k2", 2), (&c, "k3", 1)]).await.expect("check");
+    assert_eq!(second.denied_by(), Some(1), "b has 1 left, the request weighs 2 there");
+    assert_eq!((remaining(&second)[0], remaining(&second)[2]), (7, 4), "a and c were not charged");
+    assert_eq!(check(store, &a, "k1", 7).await.expect("check").remaining, 0, "a was charged 3 in all");
+    assert!(check(store, &c, "k3", 4).await.expect("check").allowed, "c was charged 1 in all");
+    let err = check_weighted(store, &[(&a, "k1", 1), (&b, "k2", 7)]).await.expect_err("7 above b's limit");
+    assert_eq!(err.kind(), ErrorKind::InvalidCost);
     clock.advance(Duration::from_secs(10));
 }
 

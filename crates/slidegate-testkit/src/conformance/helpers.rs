@@ -5,7 +5,7 @@ use std::num::{NonZeroU16, NonZeroU32};
 use std::time::Duration;
 
 use slidegate::store::{Dimensions, Request, Store};
-use slidegate::{Algorithm, BatchItem, Decision, Dimension, Error, MultiDecision, Rule};
+use slidegate::{Algorithm, BatchItem, Decision, Dimension, Error, MultiDecision, Rule, WeightedDimension};
 
 /// Where every case's clock starts (Nov 2023, in ms since the UNIX epoch),
 /// so Redis' Lua sees realistic magnitudes.
@@ -55,6 +55,14 @@ pub async fn check_all<S: Store>(
     cost: u32,
 ) -> Result<MultiDecision, Error> {
     store.check_all(&Dimensions::new(dimensions, cost)?).await
+}
+
+/// [`Store::check_all`] of `dimensions`, each with its own cost.
+pub(super) async fn check_weighted<S: Store>(
+    store: &S,
+    dimensions: &[WeightedDimension<'_>],
+) -> Result<MultiDecision, Error> {
+    store.check_all(&Dimensions::weighted(dimensions)?).await
 }
 
 /// [`Store::check_batch`] of the valid items of `items`; the others answer

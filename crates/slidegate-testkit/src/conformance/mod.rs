@@ -67,6 +67,8 @@ where
     dimensions::all_or_nothing(&s, &c).await;
     let (s, c) = fresh().await;
     dimensions::weighted_dimensions(&s, &c).await;
+    let (s, c) = fresh().await;
+    dimensions::each_dimension_its_own_cost(&s, &c).await;
     let (s, _) = fresh().await;
     dimensions::bad_dimensions_are_errors(&s).await;
     let (s, c) = fresh().await;

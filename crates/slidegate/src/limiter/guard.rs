@@ -120,16 +120,18 @@ impl<S: Store> Inner<S> {
         dimensions: &Dimensions<'_>,
         reason: Reason,
     ) -> Result<MultiDecision, Error> {
-        let (requests, cost) = (dimensions.requests(), dimensions.cost());
+        let requests = dimensions.requests();
         let decisions = match self.policy {
             FailurePolicy::Fallback => match self.fallback.check_all_sync(dimensions) {
                 Ok(local) => local.decisions.into_iter().map(failure::mark_degraded).collect(),
                 Err(error) if failure::is_input_error(&error) => return Err(error),
-                Err(error) => requests.iter().map(|r| self.fallback_failed(&error, r.rule(), cost)).collect(),
+                Err(error) => {
+                    requests.iter().map(|r| self.fallback_failed(&error, r.rule(), r.cost())).collect()
+                }
             },
             policy => requests
                 .iter()
-                .map(|r| failure::fixed_answer(policy, r.rule().limit(), cost, self.retry_hint()))
+                .map(|r| failure::fixed_answer(policy, r.rule().limit(), r.cost(), self.retry_hint()))
                 .collect(),
         };
         let multi = MultiDecision::from_decisions(decisions);

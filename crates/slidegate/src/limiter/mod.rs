@@ -17,9 +17,10 @@ use scaling::{Adaptive, Scaling};
 
 use crate::breaker::Breaker;
 use crate::deny_cache::DenyCache;
+use crate::store::Dimensions;
 use crate::{
     BatchItem, BreakerState, Clock, Decision, Dimension, Error, FailurePolicy, MemoryStore, MultiDecision,
-    Rule, Store,
+    Rule, Store, WeightedDimension,
 };
 
 /// Answers "may this caller do this now?" for any rule and key, from one
@@ -177,7 +178,42 @@ impl<S: Store> Limiter<S> {
     ///
     /// Invalid input only, see [`Dimensions::new`](crate::store::Dimensions::new).
     pub async fn check_all_n(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
-        self.decide_all(dimensions, cost).await
+        self.decide_all(Dimensions::new(dimensions, cost)?).await
+    }
+
+    /// [`check_all`](Self::check_all) where each dimension is charged its
+    /// own cost — e.g. an Envoy rate-limit request whose descriptors carry
+    /// their own `hits_addend`. All or nothing, as `check_all`.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use slidegate::{Limiter, Rule};
+    ///
+    /// # tokio_test_shim::block_on(async {
+    /// let per_user = Rule::per_minute(NonZeroU32::new(10).unwrap());
+    /// let bytes = Rule::per_minute(NonZeroU32::new(1000).unwrap()).named("upload-bytes")?;
+    /// let limiter = Limiter::in_memory();
+    ///
+    /// let upload = limiter.check_all_weighted(&[(&per_user, "alice", 1), (&bytes, "alice", 800)]).await?;
+    /// assert!(upload.allowed);
+    /// assert_eq!(upload.decisions[1].remaining, 200);
+    /// // 300 more bytes do not fit: neither dimension is charged.
+    /// let denied = limiter.check_all_weighted(&[(&per_user, "alice", 1), (&bytes, "alice", 300)]).await?;
+    /// assert!(!denied.allowed);
+    /// assert_eq!(denied.decisions[0].remaining, 9);
+    /// # Ok::<(), slidegate::Error>(()) }).unwrap();
+    /// # mod tokio_test_shim { pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #   tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f) } }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Invalid input only, see [`Dimensions::weighted`].
+    pub async fn check_all_weighted(
+        &self,
+        dimensions: &[WeightedDimension<'_>],
+    ) -> Result<MultiDecision, Error> {
+        self.decide_all(Dimensions::weighted(dimensions)?).await
     }
 
     /// [`check_all_n`](Self::check_all_n)'s answer when it needs no store

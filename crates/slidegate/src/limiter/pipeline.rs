@@ -72,36 +72,41 @@ impl<S: Store> Inner<S> {
         decision
     }
 
-    /// Prepares a multi-dimension request. Denied locally when one of its
-    /// dimensions is cached as denied at this cost — the store would deny
-    /// it too and charge nothing — unless another dimension has a penalty,
-    /// whose violation only the store can count.
+    /// Prepares a multi-dimension request (`valid`, each request under its
+    /// configured rule). Denied locally when one of its dimensions is
+    /// cached as denied at its cost — the store would deny it too and
+    /// charge nothing — unless another dimension has a penalty, whose
+    /// violation only the store can count. An answer given here is recorded.
     fn prepare_all<'a>(
         &self,
         scaling: &Scaling,
-        dimensions: &[Dimension<'a>],
-        cost: u32,
+        mut valid: Dimensions<'a>,
         sent: Option<u64>,
-    ) -> Result<Prepared<MultiDecision, Dimensions<'a>>, Error> {
-        let mut valid = Dimensions::new(dimensions, cost)?;
+    ) -> Prepared<MultiDecision, Dimensions<'a>> {
         if scaling.is_active() {
-            let scaled = valid.into_requests().into_iter().zip(dimensions);
-            valid = Dimensions::from_valid(
-                scaled.map(|(r, (rule, _))| r.enforcing(scaling.rule(rule))).collect(),
-            );
+            let scaled = valid.into_requests().into_iter().map(|r| match r.borrowed_rule() {
+                Some(rule) => r.enforcing(scaling.rule(rule)),
+                // Never: validated requests borrow their rule.
+                None => r,
+            });
+            valid = Dimensions::from_valid(scaled.collect());
         }
         let requests = valid.requests();
+        let answered = |multi: MultiDecision| {
+            record_all(requests, &multi);
+            Prepared::Answered(multi)
+        };
         if !self.enabled.load(Ordering::Relaxed) {
             let decisions = requests.iter().map(|r| Decision::disabled(r.rule().limit())).collect();
-            return Ok(Prepared::Answered(MultiDecision::from_decisions(decisions)));
+            return answered(MultiDecision::from_decisions(decisions));
         }
-        if requests.iter().any(|r| scaling.beyond(r.rule(), cost).is_some()) {
+        if requests.iter().any(|r| scaling.beyond(r.rule(), r.cost()).is_some()) {
             // Not admissible whatever the store holds: nothing is asked.
             let decisions = requests.iter().map(|r| {
                 let rule = r.rule();
-                scaling.beyond(rule, cost).unwrap_or_else(|| unknown(rule, Source::AdaptiveLimit))
+                scaling.beyond(rule, r.cost()).unwrap_or_else(|| unknown(rule, Source::AdaptiveLimit))
             });
-            return Ok(Prepared::Answered(MultiDecision::from_decisions(decisions.collect())));
+            return answered(MultiDecision::from_decisions(decisions.collect()));
         }
         if sent.is_some() {
             let hit = requests.iter().enumerate().find_map(|(i, r)| Some((i, self.cached(r, sent)?)));
@@ -124,10 +129,10 @@ impl<S: Store> Inner<S> {
                         None => unknown(r.rule(), Source::DenyCache),
                     }
                 });
-                return Ok(Prepared::Answered(MultiDecision::from_decisions(decisions.collect())));
+                return answered(MultiDecision::from_decisions(decisions.collect()));
             }
         }
-        Ok(Prepared::Ask(valid))
+        Prepared::Ask(valid)
     }
 
     /// Asks the store the call `call` makes: directly when it is local,
@@ -196,9 +201,9 @@ fn unknown(rule: &Rule, source: Source) -> Decision {
     Decision::allowed(rule.limit(), 0, Duration::ZERO).from(source)
 }
 
-fn record_all(dimensions: &[Dimension<'_>], multi: &MultiDecision) {
-    for ((rule, _), decision) in dimensions.iter().zip(&multi.decisions) {
-        telemetry::decision(rule, decision);
+fn record_all(requests: &[Request<'_>], multi: &MultiDecision) {
+    for (request, decision) in requests.iter().zip(&multi.decisions) {
+        telemetry::decision(request.rule(), decision);
     }
 }
 
@@ -221,24 +226,20 @@ impl<S: Store> Limiter<S> {
         inner.settle(&request, sent, outcome).map(|d| record(request.rule(), d))
     }
 
-    /// The pipeline of one multi-dimension request.
-    pub(super) async fn decide_all(
-        &self,
-        dimensions: &[Dimension<'_>],
-        cost: u32,
-    ) -> Result<MultiDecision, Error> {
+    /// The pipeline of one multi-dimension request, validated.
+    pub(super) async fn decide_all(&self, valid: Dimensions<'_>) -> Result<MultiDecision, Error> {
         let inner = &*self.inner;
         let scaling = inner.scaling();
         let sent = inner.cache_time();
-        let multi = match inner.prepare_all(&scaling, dimensions, cost, sent)? {
-            Prepared::Answered(multi) => multi,
+        match inner.prepare_all(&scaling, valid, sent) {
+            Prepared::Answered(multi) => Ok(multi),
             Prepared::Ask(valid) => {
                 let outcome = inner.ask(|| inner.store.check_all(&valid)).await;
-                inner.settle_all(&valid, sent, outcome)?
+                let multi = inner.settle_all(&valid, sent, outcome)?;
+                record_all(valid.requests(), &multi);
+                Ok(multi)
             }
-        };
-        record_all(dimensions, &multi);
-        Ok(multi)
+        }
     }
 
     /// The prepare stage of one multi-dimension request alone: its answer
@@ -257,13 +258,14 @@ impl<S: Store> Limiter<S> {
         if !cached && inner.enabled.load(Ordering::Relaxed) && !scaling.is_active() {
             return None;
         }
-        let multi = match inner.prepare_all(&scaling, dimensions, cost, sent) {
-            Ok(Prepared::Answered(multi)) => multi,
-            Ok(Prepared::Ask(_)) => return None,
+        let valid = match Dimensions::new(dimensions, cost) {
+            Ok(valid) => valid,
             Err(error) => return Some(Err(error)),
         };
-        record_all(dimensions, &multi);
-        Some(Ok(multi))
+        match inner.prepare_all(&scaling, valid, sent) {
+            Prepared::Answered(multi) => Some(Ok(multi)),
+            Prepared::Ask(_) => None,
+        }
     }
 
     /// The pipeline of many independent requests: each prepared and settled

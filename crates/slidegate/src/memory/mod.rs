@@ -210,7 +210,7 @@ impl MemoryStore {
     ///
     /// [`ErrorKind::InvalidTime`] or [`ErrorKind::CapacityExhausted`].
     pub fn check_all_sync(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
-        let (requests, cost) = (dimensions.requests(), dimensions.cost());
+        let requests = dimensions.requests();
         let keys: Vec<(u64, usize)> = requests
             .iter()
             .map(|r| {
@@ -228,14 +228,14 @@ impl MemoryStore {
         for (request, &(hash, shard)) in requests.iter().zip(&keys) {
             let (rule, identity) = (request.rule(), request.identity().as_str());
             let entry = self.entry(guard_of(&mut guards, shard), identity, hash, rule, now)?;
-            peeked.push(entry.peek(rule, now, cost));
+            peeked.push(entry.peek(rule, now, request.cost()));
         }
         let charge = peeked.iter().all(|d| d.allowed);
         let mut decisions = Vec::with_capacity(requests.len());
         for ((request, &(hash, shard)), peek) in requests.iter().zip(&keys).zip(peeked) {
             let (rule, identity) = (request.rule(), request.identity().as_str());
             let entry = self.entry(guard_of(&mut guards, shard), identity, hash, rule, now)?;
-            decisions.push(entry.finish(rule, now, cost, peek, charge));
+            decisions.push(entry.finish(rule, now, request.cost(), peek, charge));
         }
         Ok(MultiDecision::from_decisions(decisions))
     }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use crate::limits::MAX_DIMENSIONS;
 use crate::store::validate_cost;
-use crate::{Dimension, Error, ErrorKind, Rule};
+use crate::{Dimension, Error, ErrorKind, Rule, WeightedDimension};
 
 use super::Identity;
 
@@ -65,6 +65,15 @@ impl<'a> Request<'a> {
         Request { rule, ..self }
     }
 
+    /// The rule as the caller gave it, when the request borrows it (every
+    /// request built by [`Request::new`] does, until scaled or owned).
+    pub(crate) fn borrowed_rule(&self) -> Option<&'a Rule> {
+        match self.rule {
+            Cow::Borrowed(rule) => Some(rule),
+            Cow::Owned(_) => None,
+        }
+    }
+
     /// The same request, owning its parts (e.g. to queue it).
     pub fn into_owned(self) -> Request<'static> {
         Request {
@@ -76,9 +85,9 @@ impl<'a> Request<'a> {
 }
 
 /// The dimensions of one multi-dimension request: 1 to [`MAX_DIMENSIONS`]
-/// [`Request`]s of the same cost, no two sharing state (the same rule state
-/// and identity would each see the other's quota as free and admit twice
-/// the cost).
+/// [`Request`]s, each with its own cost, no two sharing state (the same
+/// rule state and identity would each see the other's quota as free and
+/// admit twice the cost).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dimensions<'a> {
     requests: Vec<Request<'a>>,
@@ -104,16 +113,44 @@ impl<'a> Dimensions<'a> {
     /// # Ok::<(), slidegate::Error>(())
     /// ```
     pub fn new(dimensions: &[Dimension<'a>], cost: u32) -> Result<Dimensions<'a>, Error> {
-        if dimensions.is_empty() || dimensions.len() > MAX_DIMENSIONS {
+        Dimensions::validate(dimensions.len(), dimensions.iter().map(|&(rule, key)| (rule, key, cost)))
+    }
+
+    /// Validates `dimensions`, each charged its own cost (e.g. the weights
+    /// of an Envoy rate-limit request's descriptors).
+    ///
+    /// # Errors
+    ///
+    /// As [`Dimensions::new`], for each dimension's own cost.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use slidegate::{Rule, store::Dimensions};
+    ///
+    /// let rule = Rule::per_second(NonZeroU32::new(5).unwrap());
+    /// let dims = Dimensions::weighted(&[(&rule, "a", 1), (&rule, "b", 5)])?;
+    /// assert_eq!(dims.requests()[1].cost(), 5);
+    /// assert!(Dimensions::weighted(&[(&rule, "a", 6)]).is_err());
+    /// # Ok::<(), slidegate::Error>(())
+    /// ```
+    pub fn weighted(dimensions: &[WeightedDimension<'a>]) -> Result<Dimensions<'a>, Error> {
+        Dimensions::validate(dimensions.len(), dimensions.iter().copied())
+    }
+
+    fn validate(
+        len: usize,
+        dimensions: impl Iterator<Item = WeightedDimension<'a>>,
+    ) -> Result<Dimensions<'a>, Error> {
+        if len == 0 || len > MAX_DIMENSIONS {
             return Err(Error::new(
                 ErrorKind::InvalidKey,
-                format!("a check needs 1..={MAX_DIMENSIONS} dimensions, got {}", dimensions.len()),
+                format!("a check needs 1..={MAX_DIMENSIONS} dimensions, got {len}"),
             ));
         }
-        let mut requests: Vec<Request<'a>> = Vec::with_capacity(dimensions.len());
-        for &(rule, key) in dimensions {
+        let mut requests: Vec<Request<'a>> = Vec::with_capacity(len);
+        for (rule, key, cost) in dimensions {
             let request = Request::new(rule, key, cost)?;
-            // At most 16: comparing pairs costs less than hashing.
+            // Few: comparing pairs costs less than hashing.
             if requests.iter().any(|other| other.shares_state(&request)) {
                 return Err(Error::new(
                     ErrorKind::InvalidKey,
@@ -141,11 +178,6 @@ impl<'a> Dimensions<'a> {
     /// The requests, owned.
     pub(crate) fn into_requests(self) -> Vec<Request<'a>> {
         self.requests
-    }
-
-    /// The cost charged to every dimension.
-    pub fn cost(&self) -> u32 {
-        self.requests[0].cost
     }
 
     /// How many dimensions (at least 1).
@@ -177,8 +209,8 @@ mod tests {
         let rule = Rule::per_second(NonZeroU32::new(2).unwrap());
         let kind = |d: &[Dimension<'_>], cost| Dimensions::new(d, cost).unwrap_err().kind();
         assert_eq!(kind(&[], 1), ErrorKind::InvalidKey);
-        let many: Vec<Dimension<'_>> = (0..17).map(|_| (&rule, "k")).collect();
-        assert!(Dimensions::new(&many, 1).unwrap_err().to_string().contains("1..=16"));
+        let many: Vec<Dimension<'_>> = (0..=MAX_DIMENSIONS).map(|_| (&rule, "k")).collect();
+        assert!(Dimensions::new(&many, 1).unwrap_err().to_string().contains("1..=64"));
         let twice = Dimensions::new(&[(&rule, "k"), (&rule, "k")], 1).unwrap_err();
         assert!(twice.to_string().contains("appears twice"), "{twice}");
         assert_eq!(kind(&[(&rule, "k")], 3), ErrorKind::InvalidCost);
@@ -187,7 +219,8 @@ mod tests {
         let long = "x".repeat(300);
         assert!(Dimensions::new(&[(&rule, &long), (&rule, long.as_str())], 1).is_err());
         let dims = Dimensions::new(&[(&rule, "a"), (&rule, "b")], 2).unwrap();
-        assert_eq!((dims.len(), dims.cost()), (2, 2));
+        assert_eq!(dims.len(), 2);
+        assert!(dims.requests().iter().all(|r| r.cost() == 2));
         // The same identity under another rule's state is another dimension.
         let other = rule.clone().named("other").unwrap();
         assert!(Dimensions::new(&[(&rule, "a"), (&other, "a")], 1).is_ok());
