@@ -60,7 +60,9 @@ pub(crate) async fn check_batch(
                 let batch: Vec<&Check> = run.iter().map(|&(_, check)| check).collect();
                 multi::call(scripts, &batch, now, field_ttl)
             }
-            Part::General(i) => general::call(scripts, store.prefix(), &[&requests[*i]], now, field_ttl),
+            Part::General(i) => {
+                general::call(scripts, store.prefix(), &[&requests[*i]], now, field_ttl, general::Mode::Check)
+            }
         }
     };
     let sends = parts.iter().flat_map(|slot| slot.chunks(MAX_PIPELINE)).map(|chunk| async move {

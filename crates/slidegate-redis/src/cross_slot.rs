@@ -104,7 +104,14 @@ async fn reserve(
         .iter()
         .map(|part| {
             let part: Vec<&Request<'_>> = part.iter().collect();
-            general::call(store.scripts(), store.prefix(), &part, now, store.uses_field_ttl())
+            general::call(
+                store.scripts(),
+                store.prefix(),
+                &part,
+                now,
+                store.uses_field_ttl(),
+                general::Mode::Check,
+            )
         })
         .collect();
     let replies = join_all(calls.iter().map(|call| store.send(call))).await;

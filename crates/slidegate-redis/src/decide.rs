@@ -18,8 +18,14 @@ impl Store for RedisStore {
     async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
         let rule = request.rule();
         if rule.penalty().is_some() {
-            let call =
-                general::call(self.scripts(), self.prefix(), &[request], self.now()?, self.uses_field_ttl());
+            let call = general::call(
+                self.scripts(),
+                self.prefix(),
+                &[request],
+                self.now()?,
+                self.uses_field_ttl(),
+                general::Mode::Check,
+            );
             return general::decode_one(rule, &self.send(&call).await?);
         }
         let check = Check::new(self.prefix(), request);
@@ -45,9 +51,52 @@ impl Store for RedisStore {
             }
         }
         let all: Vec<&Request<'_>> = requests.iter().collect();
-        let call = general::call(self.scripts(), self.prefix(), &all, self.now()?, self.uses_field_ttl());
+        let call = general::call(
+            self.scripts(),
+            self.prefix(),
+            &all,
+            self.now()?,
+            self.uses_field_ttl(),
+            general::Mode::Check,
+        );
         let rules: Vec<_> = requests.iter().map(Request::rule).collect();
         Ok(MultiDecision::from_decisions(general::decode(&rules, &self.send(&call).await?)?.decisions))
+    }
+
+    /// The general script in peek mode: nothing charged, no violation
+    /// counted; in a Cluster one call per slot, concurrently (there is
+    /// nothing to release).
+    async fn peek_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
+        let requests = dimensions.requests();
+        let groups = if self.is_cluster() {
+            cross_slot::group_by_slot(requests)
+        } else {
+            vec![(0..requests.len()).collect()]
+        };
+        let now = self.now()?;
+        let calls: Vec<_> = groups
+            .iter()
+            .map(|group| {
+                let part: Vec<&Request<'_>> = group.iter().map(|&i| &requests[i]).collect();
+                general::call(
+                    self.scripts(),
+                    self.prefix(),
+                    &part,
+                    now,
+                    self.uses_field_ttl(),
+                    general::Mode::Peek,
+                )
+            })
+            .collect();
+        let replies = futures_util::future::join_all(calls.iter().map(|call| self.send(call))).await;
+        let mut decisions = vec![None; requests.len()];
+        for (group, reply) in groups.iter().zip(replies) {
+            let rules: Vec<_> = group.iter().map(|&i| requests[i].rule()).collect();
+            for (&i, decision) in group.iter().zip(general::decode(&rules, &reply?)?.decisions) {
+                decisions[i] = Some(decision);
+            }
+        }
+        Ok(MultiDecision::from_decisions(decisions.into_iter().flatten().collect()))
     }
 
     async fn check_batch(&self, requests: &[Request<'_>]) -> Vec<Result<Decision, Error>> {

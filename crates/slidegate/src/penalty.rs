@@ -205,6 +205,17 @@ impl PenaltyState {
         }
     }
 
+    /// Reports on `decision` the violations counted at `now` — and, when it
+    /// admits, the warning they give — changing nothing (a peek).
+    pub fn observe(&self, penalty: &Penalty, now: u64, decision: &mut Decision) {
+        let count = self.violations.iter().filter(|&&t| t.saturating_add(penalty.window_ms) > now).count();
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
+        decision.violations = count;
+        if decision.allowed && penalty.warn_threshold().is_some_and(|warn| count >= warn) {
+            decision.state = State::Warned;
+        }
+    }
+
     /// Counts the denial `decision` at `now` as a violation; bans the
     /// identity (and turns the decision into a ban) when the count reaches
     /// the ban threshold.

@@ -40,6 +40,27 @@ async fn fallback_enforces_the_rule_locally() {
 }
 
 #[tokio::test]
+async fn a_peek_at_a_failed_store_is_the_policy_answer_and_charges_the_fallback_nothing() {
+    for policy in [FailurePolicy::FailOpen, FailurePolicy::FailClosed, FailurePolicy::Fallback] {
+        let (limiter, remote, _) = setup(policy);
+        let r = rule(2);
+        remote.set(ANSWER);
+        assert!(limiter.peek_all_weighted(&[(&r, "k", 2)]).await.expect("peek").allowed, "{policy}");
+        remote.set(FAIL);
+        let peeked = limiter.peek_all_weighted(&[(&r, "k", 1)]).await.expect("a policy answers");
+        assert_eq!(peeked.decisions[0].state, State::Degraded, "{policy}");
+        assert_eq!(peeked.allowed, policy != FailurePolicy::FailClosed, "{policy}");
+    }
+    // The fallback was peeked, not charged: it still admits the whole limit.
+    let (limiter, remote, _) = setup(FailurePolicy::Fallback);
+    remote.set(FAIL);
+    for _ in 0..3 {
+        assert!(limiter.peek_all_weighted(&[(&rule(2), "k", 2)]).await.expect("peek").allowed);
+    }
+    assert!(limiter.check_n(&rule(2), "k", 2).await.expect("degraded").allowed);
+}
+
+#[tokio::test]
 async fn invalid_input_is_an_error_whatever_the_store_does() {
     let (limiter, remote, _) = setup(FailurePolicy::FailOpen);
     remote.set(FAIL);

@@ -5,7 +5,8 @@
 -- Cluster slot (the client groups them).
 --
 -- KEYS     per dimension i (1-based), 3 keys: [3i-2] state, [3i-1] violations, [3i] ban
--- ARGV     [1] unused ("")  [2] now_ms ("" = Redis TIME)  [3] TTL slack ms
+-- ARGV     [1] "peek" to charge nothing and count no violation (a
+--          read-only verdict), else ""  [2] now_ms ("" = Redis TIME)  [3] TTL slack ms
 --          ("" = SLACK_MS; client-clock mode adds the clients' clock
 --          skew); [2] and [3] are read by lib/clock.lua
 --          [4] D = number of dimensions, [5] per-field hash TTL available "1"/"0",
@@ -25,6 +26,7 @@
 -- four algorithm files and lib/penalty.lua.
 
 local ALGORITHMS = { LOG, COUNTER, FIXED, GCRA }
+local peek = ARGV[1] == 'peek'
 local count = tonumber(ARGV[4])
 local field_ttl = ARGV[5] == '1'
 
@@ -71,7 +73,7 @@ for _, d in ipairs(dims) do
     allowed, remaining, retry, reset, state, violations = 0, 0, d.banned, d.banned, 3, d.ban_after
   elseif d.v.fits then
     allowed, retry, state, violations = 1, 0, 0, 0
-    if all_fit then
+    if all_fit and not peek then
       remaining, reset, receipt = d.algorithm.charge(d.key, d.r, d.cost, now, d.v)
       receipt = receipt or 0
     else
@@ -83,7 +85,9 @@ for _, d in ipairs(dims) do
     end
   else
     allowed, remaining, retry, reset, state, violations = 0, d.v.remaining, d.v.retry, d.v.reset, 2, 0
-    if d.vwindow > 0 then
+    if d.vwindow > 0 and peek then
+      violations = PENALTY.count(d.viol, d.vwindow, now)
+    elseif d.vwindow > 0 then
       violations = PENALTY.violate(d.viol, d.vwindow, now, d.cap)
       if d.ban_after > 0 and violations >= d.ban_after then
         PENALTY.ban(d.ban, d.viol, now, d.ban_for)

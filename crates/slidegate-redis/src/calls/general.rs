@@ -9,14 +9,24 @@ use crate::keys::keys_of;
 use crate::now::Now;
 use crate::scripts::Scripts;
 
+/// Whether a call charges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Decide, and charge if every dimension admits.
+    Check,
+    /// The verdict only: nothing charged, no violation counted.
+    Peek,
+}
+
 /// The call deciding `requests` (a request's dimensions, or one request
-/// with a penalty) together, each charged its own cost.
+/// with a penalty) together, each charged its own cost (`Mode::Check`).
 pub(crate) fn call<'s>(
     scripts: &'s Scripts,
     prefix: &str,
     requests: &[&Request<'_>],
     now: Now,
     field_ttl: bool,
+    mode: Mode,
 ) -> Call<'s> {
     let mut keys = Vec::with_capacity(3 * requests.len());
     for request in requests {
@@ -25,7 +35,10 @@ pub(crate) fn call<'s>(
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let mut call = Call::new(scripts.check(), &key_refs);
     let cmd = &mut call.cmd;
-    cmd.arg("").arg(now.time_arg()).arg(now.slack_arg()).arg(requests.len());
+    cmd.arg(if mode == Mode::Peek { "peek" } else { "" })
+        .arg(now.time_arg())
+        .arg(now.slack_arg())
+        .arg(requests.len());
     cmd.arg(if field_ttl { "1" } else { "0" });
     for request in requests {
         let rule = request.rule();

@@ -11,6 +11,7 @@ pub mod dimensions;
 pub mod extremes;
 mod helpers;
 pub mod limit_changes;
+pub mod peek;
 pub mod penalties;
 
 use helpers::ok;
@@ -71,6 +72,12 @@ where
     dimensions::each_dimension_its_own_cost(&s, &c).await;
     let (s, _) = fresh().await;
     dimensions::bad_dimensions_are_errors(&s).await;
+    let (s, c) = fresh().await;
+    peek::peeks_charge_nothing(&s, &c).await;
+    let (s, c) = fresh().await;
+    peek::peeks_of_many_dimensions(&s, &c).await;
+    let (s, c) = fresh().await;
+    peek::peeks_count_no_violation(&s, &c).await;
     let (s, c) = fresh().await;
     dimensions::batch_in_order(&s, &c).await;
     let (s, c) = fresh().await;

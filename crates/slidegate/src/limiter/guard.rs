@@ -120,9 +120,34 @@ impl<S: Store> Inner<S> {
         dimensions: &Dimensions<'_>,
         reason: Reason,
     ) -> Result<MultiDecision, Error> {
+        let multi = self.policy_answer(dimensions, || self.fallback.check_all_sync(dimensions))?;
+        for (request, decision) in dimensions.requests().iter().zip(&multi.decisions) {
+            self.count_degraded(request.rule(), reason, decision);
+        }
+        Ok(multi)
+    }
+
+    /// The failure policy's answer to a peek: the fallback store peeked,
+    /// not charged. Logged, not counted (a peek decides nothing).
+    pub(super) fn degrade_peek(
+        &self,
+        dimensions: &Dimensions<'_>,
+        reason: Reason,
+    ) -> Result<MultiDecision, Error> {
+        tracing::debug!(target: "slidegate", reason = reason.as_str(), "degraded peek");
+        self.policy_answer(dimensions, || self.fallback.peek_all_sync(dimensions))
+    }
+
+    /// The policy's decisions for `dimensions`; `fallback` asks the
+    /// fallback store.
+    fn policy_answer(
+        &self,
+        dimensions: &Dimensions<'_>,
+        fallback: impl FnOnce() -> Result<MultiDecision, Error>,
+    ) -> Result<MultiDecision, Error> {
         let requests = dimensions.requests();
         let decisions = match self.policy {
-            FailurePolicy::Fallback => match self.fallback.check_all_sync(dimensions) {
+            FailurePolicy::Fallback => match fallback() {
                 Ok(local) => local.decisions.into_iter().map(failure::mark_degraded).collect(),
                 Err(error) if failure::is_input_error(&error) => return Err(error),
                 Err(error) => {
@@ -134,11 +159,7 @@ impl<S: Store> Inner<S> {
                 .map(|r| failure::fixed_answer(policy, r.rule().limit(), r.cost(), self.retry_hint()))
                 .collect(),
         };
-        let multi = MultiDecision::from_decisions(decisions);
-        for (request, decision) in requests.iter().zip(&multi.decisions) {
-            self.count_degraded(request.rule(), reason, decision);
-        }
-        Ok(multi)
+        Ok(MultiDecision::from_decisions(decisions))
     }
 
     /// The fallback store is full too: the policy's intent is to keep

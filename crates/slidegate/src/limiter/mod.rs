@@ -216,6 +216,42 @@ impl<S: Store> Limiter<S> {
         self.decide_all(Dimensions::weighted(dimensions)?).await
     }
 
+    /// What [`check_all_weighted`](Self::check_all_weighted) would answer
+    /// now, charging nothing and counting no penalty violation: each
+    /// dimension's verdict for its cost, `remaining` being what it admits
+    /// now. For check-only requests (an Envoy descriptor's `hits_addend:
+    /// 0`) and dry runs. A failing store is answered by the failure policy
+    /// (the fallback store is peeked, not charged).
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use slidegate::{Limiter, Rule};
+    ///
+    /// # tokio_test_shim::block_on(async {
+    /// let rule = Rule::per_minute(NonZeroU32::new(2).unwrap());
+    /// let limiter = Limiter::in_memory();
+    /// limiter.check(&rule, "alice").await?;
+    /// let peeked = limiter.peek_all_weighted(&[(&rule, "alice", 1)]).await?;
+    /// assert!(peeked.allowed);
+    /// assert_eq!(peeked.decisions[0].remaining, 1);
+    /// // Peeking charged nothing: one more is admitted, then none.
+    /// assert!(limiter.check(&rule, "alice").await?.allowed);
+    /// assert!(!limiter.peek_all_weighted(&[(&rule, "alice", 1)]).await?.allowed);
+    /// # Ok::<(), slidegate::Error>(()) }).unwrap();
+    /// # mod tokio_test_shim { pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #   tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f) } }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Invalid input only, see [`Dimensions::weighted`].
+    pub async fn peek_all_weighted(
+        &self,
+        dimensions: &[WeightedDimension<'_>],
+    ) -> Result<MultiDecision, Error> {
+        self.peek_all(Dimensions::weighted(dimensions)?).await
+    }
+
     /// [`check_all_n`](Self::check_all_n)'s answer when it needs no store
     /// call — limiting switched off, a cost beyond an adaptively lowered
     /// limit, a denial the deny cache holds — or `None` when only the store

@@ -76,12 +76,14 @@ impl<S: Store> Inner<S> {
     /// configured rule). Denied locally when one of its dimensions is
     /// cached as denied at its cost — the store would deny it too and
     /// charge nothing — unless another dimension has a penalty, whose
-    /// violation only the store can count. An answer given here is recorded.
+    /// violation only the store can count. An answer given here is
+    /// recorded when `record` (a check, not a peek).
     fn prepare_all<'a>(
         &self,
         scaling: &Scaling,
         mut valid: Dimensions<'a>,
         sent: Option<u64>,
+        record: bool,
     ) -> Prepared<MultiDecision, Dimensions<'a>> {
         if scaling.is_active() {
             let scaled = valid.into_requests().into_iter().map(|r| match r.borrowed_rule() {
@@ -93,7 +95,9 @@ impl<S: Store> Inner<S> {
         }
         let requests = valid.requests();
         let answered = |multi: MultiDecision| {
-            record_all(requests, &multi);
+            if record {
+                record_all(requests, &multi);
+            }
             Prepared::Answered(multi)
         };
         if !self.enabled.load(Ordering::Relaxed) {
@@ -231,7 +235,7 @@ impl<S: Store> Limiter<S> {
         let inner = &*self.inner;
         let scaling = inner.scaling();
         let sent = inner.cache_time();
-        match inner.prepare_all(&scaling, valid, sent) {
+        match inner.prepare_all(&scaling, valid, sent, true) {
             Prepared::Answered(multi) => Ok(multi),
             Prepared::Ask(valid) => {
                 let outcome = inner.ask(|| inner.store.check_all(&valid)).await;
@@ -239,6 +243,23 @@ impl<S: Store> Limiter<S> {
                 record_all(valid.requests(), &multi);
                 Ok(multi)
             }
+        }
+    }
+
+    /// The pipeline of a peek: prepared as a check (without the deny
+    /// cache), asked of the store's `peek_all`, failures answered by the
+    /// failure policy without charging its fallback. Nothing is recorded
+    /// as a decision.
+    pub(super) async fn peek_all(&self, valid: Dimensions<'_>) -> Result<MultiDecision, Error> {
+        let inner = &*self.inner;
+        let scaling = inner.scaling();
+        match inner.prepare_all(&scaling, valid, None, false) {
+            Prepared::Answered(multi) => Ok(multi),
+            Prepared::Ask(valid) => match inner.ask(|| inner.store.peek_all(&valid)).await {
+                Outcome::Answered(multi) => Ok(multi),
+                Outcome::Invalid(error) => Err(error),
+                Outcome::Failed(reason) => inner.degrade_peek(&valid, reason),
+            },
         }
     }
 
@@ -262,7 +283,7 @@ impl<S: Store> Limiter<S> {
             Ok(valid) => valid,
             Err(error) => return Some(Err(error)),
         };
-        match inner.prepare_all(&scaling, valid, sent) {
+        match inner.prepare_all(&scaling, valid, sent, true) {
             Prepared::Answered(multi) => Some(Ok(multi)),
             Prepared::Ask(_) => None,
         }

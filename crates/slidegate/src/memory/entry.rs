@@ -40,6 +40,19 @@ impl Entry {
         self.state.peek(rule, now, cost)
     }
 
+    /// A verdict that changes nothing the store keeps: the ban, or the
+    /// algorithm's verdict, with the violations counted so far and the
+    /// warning they give (see [`Store::peek_all`](crate::Store::peek_all)).
+    pub(super) fn peek_only(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let mut decision = self.peek(rule, now, cost);
+        if decision.state != State::Banned
+            && let (Some(penalty), Some(state)) = (rule.penalty(), self.penalty.as_deref())
+        {
+            state.observe(penalty, now, &mut decision);
+        }
+        decision
+    }
+
     /// Step 2: charges an admitting `peeked` decision when `charge` (every
     /// dimension admitted), and accounts the outcome to the penalty: a
     /// denial is a violation, an admission may carry a warning.

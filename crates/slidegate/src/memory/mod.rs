@@ -240,6 +240,29 @@ impl MemoryStore {
         Ok(MultiDecision::from_decisions(decisions))
     }
 
+    /// [`Store::peek_all`], synchronously: each dimension's verdict, nothing
+    /// charged, no key created.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidTime`].
+    pub fn peek_all_sync(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
+        let now = validate_time(self.inner.clock.now_ms())?;
+        let mut decisions = Vec::with_capacity(dimensions.len());
+        for request in dimensions.requests() {
+            let (rule, identity) = (request.rule(), request.identity().as_str());
+            let hash = self.hash(rule, identity);
+            let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
+            let prefix = rule.state_prefix();
+            let decision = match shard.map.find_mut(hash, |(key, _)| key.is(prefix, identity)) {
+                Some((_, entry)) => entry.peek_only(rule, now, request.cost()),
+                None => Entry::new(rule).peek_only(rule, now, request.cost()),
+            };
+            decisions.push(decision);
+        }
+        Ok(MultiDecision::from_decisions(decisions))
+    }
+
     /// The hash of `rule`'s key for `identity` (an encoded identity).
     fn hash(&self, rule: &Rule, identity: &str) -> u64 {
         key::hash(&self.inner.hasher, rule.state_prefix(), identity.as_bytes())
@@ -304,6 +327,10 @@ impl Store for MemoryStore {
 
     async fn check_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
         self.check_all_sync(dimensions)
+    }
+
+    async fn peek_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
+        self.peek_all_sync(dimensions)
     }
 
     fn is_local(&self) -> bool {

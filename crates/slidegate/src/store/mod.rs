@@ -61,6 +61,25 @@ pub trait Store: Send + Sync + 'static {
         }
     }
 
+    /// What [`check_all`](Self::check_all) would answer now, charging
+    /// nothing and counting no penalty violation: each dimension's verdict
+    /// for its cost, with what it admits now as `remaining` (a rate-limit
+    /// service's check-only requests and `/v1/peek`).
+    ///
+    /// The default refuses with [`ErrorKind::Backend`]; both stores of
+    /// slidegate implement it.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check).
+    fn peek_all(
+        &self,
+        dimensions: &Dimensions<'_>,
+    ) -> impl Future<Output = Result<MultiDecision, Error>> + Send {
+        let _ = dimensions;
+        async { Err(Error::new(ErrorKind::Backend, "this store cannot answer without charging (peek)")) }
+    }
+
     /// Decides many independent requests; the results are in input order,
     /// one per request. The default asks one at a time; the Redis store
     /// sends the whole batch in one round trip (per Cluster slot).
@@ -96,6 +115,13 @@ pub trait Store: Send + Sync + 'static {
 }
 
 impl<S: Store> Store for std::sync::Arc<S> {
+    fn peek_all(
+        &self,
+        dimensions: &Dimensions<'_>,
+    ) -> impl Future<Output = Result<MultiDecision, Error>> + Send {
+        (**self).peek_all(dimensions)
+    }
+
     fn check(&self, request: &Request<'_>) -> impl Future<Output = Result<Decision, Error>> + Send {
         (**self).check(request)
     }

@@ -72,6 +72,11 @@ impl Store for Remote {
         self.state.check_all(dimensions).await
     }
 
+    async fn peek_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
+        self.reach().await?;
+        self.state.peek_all(dimensions).await
+    }
+
     fn releases_charges(&self) -> bool {
         self.releases.load(Ordering::SeqCst)
     }
