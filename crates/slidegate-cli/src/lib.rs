@@ -5,7 +5,8 @@
 //!   trace's timestamps as the clock, and prints one decision per line;
 //! * [`simulate`] runs every algorithm on the same generated traffic and
 //!   shows how much each admits in a *true* sliding window;
-//! * [`bench`](mod@bench) measures decisions per second and latency of a store.
+//! * [`bench`](mod@bench) measures decisions per second and latency of a store;
+//! * [`serve`](mod@serve) runs the rate-limit service (`slidegate-server`).
 //!
 //! This crate is a binary's back room, not a published library, so it uses
 //! `anyhow` for errors the way binaries do; the typed errors of `slidegate`
@@ -27,6 +28,7 @@ pub mod cli;
 pub mod redis_stats;
 pub mod replay;
 pub mod rule_args;
+pub mod serve;
 pub mod simulate;
 pub mod store_choice;
 
@@ -43,5 +45,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Replay(args) => replay::run(args).await,
         Command::Simulate(args) => simulate::run(&args).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::Serve(args) => serve::run(*args).await,
     }
 }

@@ -26,11 +26,35 @@ pub const X_RATELIMIT_DEGRADED: HeaderName = HeaderName::from_static("x-ratelimi
 pub const X_RATELIMIT_WARNING: HeaderName = HeaderName::from_static("x-ratelimit-warning");
 
 /// Which header families a response carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Families {
-    pub(crate) ietf: bool,
-    pub(crate) legacy: bool,
-    pub(crate) degraded: bool,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Families {
+    /// `RateLimit-Policy` and `RateLimit` (IETF draft).
+    pub ietf: bool,
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`.
+    pub legacy: bool,
+    /// `X-RateLimit-Degraded: 1` when a failure policy decided.
+    pub degraded: bool,
+}
+
+impl Families {
+    /// The families named: IETF fields, legacy headers, the degraded marker.
+    pub fn new(ietf: bool, legacy: bool, degraded: bool) -> Families {
+        Families { ietf, legacy, degraded }
+    }
+}
+
+/// The quota headers of a decision, as the layer writes them: `rules[i]`
+/// decided `multi.decisions[i]`; with `Retry-After` when it denied. For
+/// other edges that answer with the same fields (the rate-limit service
+/// puts them in an RLS answer's `response_headers_to_add`).
+pub fn quota_headers(rules: &[&Rule], multi: &MultiDecision, families: Families) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    add_quota_headers(&mut headers, &rules.iter().copied(), None, multi, families, Headers::Own);
+    if !multi.allowed {
+        headers.insert(http::header::RETRY_AFTER, retry_after(multi.retry_after()));
+    }
+    headers
 }
 
 /// Whole seconds, rounded up (a client waiting the rounded-down time would

@@ -7,6 +7,8 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use slidegate::FailurePolicy;
 
+pub mod serve;
+
 use crate::rule_args::{RuleArgs, parse_duration};
 use crate::simulate::traffic::Pattern;
 use crate::store_choice::{StoreSpec, parse_key_prefix};
@@ -50,6 +52,8 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Measure decisions per second and latency of a store.
     Bench(BenchArgs),
+    /// Run the rate-limit service: Envoy RLS v3 (gRPC) and an HTTP API.
+    Serve(Box<serve::ServeArgs>),
 }
 
 /// `slidegate replay`.

@@ -1,0 +1,144 @@
+//! `slidegate serve`: parses nothing itself (clap did), builds the store
+//! and listeners, and hands over to [`slidegate_server::serve`].
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use slidegate::{FailurePolicy, MemoryStore};
+use slidegate_server::config::Config;
+use slidegate_server::{HeaderFamilies, Listeners, OnStoreFailure, ServerConfig, ServiceStore};
+use tokio::net::TcpListener;
+
+use crate::cli::serve::{HeadersArg, Listen, LogFormat, OnFailureArg, PolicyArg, ServeArgs};
+use crate::store_choice::StoreSpec;
+
+/// Runs `slidegate serve` until SIGINT or SIGTERM.
+///
+/// # Errors
+///
+/// Invalid rules (every problem listed), a store that cannot be reached,
+/// an address that cannot be bound.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    if args.check {
+        return check(&args);
+    }
+    init_logging(args.log_format);
+    let store = match StoreSpec::from_many(&args.stores)? {
+        StoreSpec::Memory => ServiceStore::Memory(MemoryStore::new()),
+        StoreSpec::Redis { url } => {
+            let mut builder = slidegate_redis::RedisStore::builder(&url);
+            if let Some(prefix) = &args.prefix {
+                builder = builder.prefix(prefix.clone());
+            }
+            ServiceStore::Redis(builder.connect().await?)
+        }
+    };
+    let admin_token = match &args.admin_token_file {
+        None => None,
+        Some(file) => {
+            let token = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the admin token file {}", file.display()))?;
+            let token = token.trim().to_owned();
+            if token.len() < 16 {
+                bail!("the admin token in {} is shorter than 16 characters", file.display());
+            }
+            Some(token)
+        }
+    };
+    let mut config = ServerConfig::new(args.rules.clone(), store);
+    config.deadline = args.deadline;
+    config.policy = match args.policy {
+        PolicyArg::Fallback => FailurePolicy::Fallback,
+        PolicyArg::FailOpen => FailurePolicy::FailOpen,
+        PolicyArg::FailClosed => FailurePolicy::FailClosed,
+    };
+    config.on_store_failure = match args.on_store_failure {
+        OnFailureArg::Policy => OnStoreFailure::Policy,
+        OnFailureArg::Unavailable => OnStoreFailure::Unavailable,
+    };
+    config.headers = match args.headers {
+        HeadersArg::None => HeaderFamilies::new(false, false, false),
+        HeadersArg::Ietf => HeaderFamilies::new(true, false, false),
+        HeadersArg::Legacy => HeaderFamilies::new(false, true, false),
+        HeadersArg::Both => HeaderFamilies::new(true, true, false),
+    };
+    config.shadow = args.shadow;
+    config.admin_token = admin_token;
+    config.grace = args.grace;
+    config.watch = !args.no_watch;
+    let listeners = Listeners::new(bind(args.grpc, "--grpc").await?, bind(args.http, "--http").await?);
+    if let Some(grpc) = &listeners.grpc {
+        eprintln!("slidegate: Envoy RLS v3 (gRPC) on {}", grpc.local_addr()?);
+    }
+    if let Some(http) = &listeners.http {
+        eprintln!("slidegate: HTTP API on http://{}", http.local_addr()?);
+    }
+    slidegate_server::serve(config, listeners, shutdown_signal()).await?;
+    eprintln!("slidegate: stopped");
+    Ok(())
+}
+
+/// `--check`: every problem of the rules, or a summary.
+fn check(args: &ServeArgs) -> anyhow::Result<()> {
+    match Config::load(&args.rules) {
+        Ok(config) => {
+            let domains: Vec<&str> = config.domains().map(|d| d.name()).collect();
+            println!(
+                "{}: ok ({} file(s), domains: {}, hash {})",
+                args.rules.display(),
+                config.files().len(),
+                domains.join(", "),
+                config.hash()
+            );
+            Ok(())
+        }
+        Err(errors) => bail!("{errors}"),
+    }
+}
+
+async fn bind(listen: Listen, flag: &str) -> anyhow::Result<Option<TcpListener>> {
+    match listen {
+        Listen::Off => Ok(None),
+        Listen::At(addr) => Ok(Some(
+            TcpListener::bind(addr).await.with_context(|| format!("{flag}: cannot listen on {addr}"))?,
+        )),
+    }
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    eprintln!("slidegate: shutting down (requests in flight finish)");
+    // Leaves the message a moment to reach the terminal before the drain logs.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}

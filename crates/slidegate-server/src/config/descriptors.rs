@@ -1,0 +1,189 @@
+//! A domain's descriptors as a tree, and envoy ratelimit's matching.
+//!
+//! At each level, for the request's next entry `(key, value)`: a
+//! descriptor with that key and exactly that value first, then the first
+//! wildcard value of that key that matches (in file order), then the
+//! descriptor with that key and no value (any value, a counter per
+//! distinct value). There is no backtracking. A limit applies only at the
+//! depth the request's descriptor reaches: a request with more entries
+//! than the tree, or stopping above the limit, matches none.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::limit::Limit;
+
+/// A `value` with `*` wildcards, each matching zero or more characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pattern {
+    /// The text between the stars (the first and last may be empty).
+    parts: Vec<String>,
+}
+
+impl Pattern {
+    /// The pattern of `value`, if it holds a `*`.
+    pub(crate) fn of(value: &str) -> Option<Pattern> {
+        value.contains('*').then(|| Pattern { parts: value.split('*').map(str::to_owned).collect() })
+    }
+
+    /// Whether `value` matches: it starts with the first part, ends with
+    /// the last, and holds the others in order between them.
+    pub(crate) fn matches(&self, value: &str) -> bool {
+        let (Some(first), Some(last)) = (self.parts.first(), self.parts.last()) else { return false };
+        let fixed: usize = self.parts.iter().map(String::len).sum();
+        if value.len() < fixed || !value.starts_with(first.as_str()) || !value.ends_with(last.as_str()) {
+            return false;
+        }
+        let mut rest = &value[first.len()..value.len() - last.len()];
+        for part in &self.parts[1..self.parts.len() - 1] {
+            match rest.find(part.as_str()) {
+                Some(at) => rest = &rest[at + part.len()..],
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+/// One configured descriptor.
+#[derive(Debug, Default)]
+pub struct Node {
+    /// Its key.
+    pub(crate) key: String,
+    /// Its value as written (`None`: any value).
+    pub(crate) value: Option<String>,
+    /// Its limits (none: a request ending here is not limited).
+    pub(crate) limits: Vec<Arc<Limit>>,
+    /// The descriptors nested in it.
+    pub(crate) children: Level,
+    /// Stats name the request's values (envoy ratelimit's `detailed_metric`).
+    pub(crate) detailed_metric: bool,
+    /// Stats name this level's request value (`value_to_metric`).
+    pub(crate) value_to_metric: bool,
+    /// A wildcard whose matches share one counter (`share_threshold`).
+    pub(crate) share_threshold: bool,
+    /// `metadata`, as written.
+    pub(crate) metadata: Option<serde_json::Value>,
+}
+
+impl Node {
+    /// `key` or `key_value`: how envoy ratelimit names a level in stats.
+    pub(crate) fn composite(&self) -> String {
+        match &self.value {
+            Some(value) => format!("{}_{value}", self.key),
+            None => self.key.clone(),
+        }
+    }
+}
+
+/// The descriptors of one level.
+#[derive(Debug, Default)]
+pub struct Level {
+    by_key: HashMap<String, Keyed>,
+}
+
+/// The descriptors of one level that share a key.
+#[derive(Debug, Default)]
+struct Keyed {
+    exact: HashMap<String, Node>,
+    wildcards: Vec<(Pattern, Node)>,
+    any: Option<Node>,
+}
+
+/// How a request entry met its descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum How {
+    /// The same key and value.
+    Exact,
+    /// A wildcard value.
+    Wildcard,
+    /// The key alone.
+    Any,
+}
+
+/// The descriptors a request's entries met, one per entry.
+pub(crate) type Path<'c> = Vec<(&'c Node, How)>;
+
+/// Why a descriptor could not be added: another has the same key and value.
+#[derive(Debug)]
+pub(crate) struct Duplicate;
+
+impl Level {
+    /// Adds `node`.
+    pub(crate) fn insert(&mut self, node: Node) -> Result<(), Duplicate> {
+        let keyed = self.by_key.entry(node.key.clone()).or_default();
+        match node.value.as_deref() {
+            None if keyed.any.is_some() => Err(Duplicate),
+            None => {
+                keyed.any = Some(node);
+                Ok(())
+            }
+            Some(value) => match Pattern::of(value) {
+                Some(pattern) => {
+                    if keyed.wildcards.iter().any(|(_, other)| other.value == node.value) {
+                        return Err(Duplicate);
+                    }
+                    keyed.wildcards.push((pattern, node));
+                    Ok(())
+                }
+                None if keyed.exact.contains_key(value) => Err(Duplicate),
+                None => {
+                    keyed.exact.insert(value.to_owned(), node);
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    /// The descriptors `entries` meet, the last holding the limits that
+    /// apply; `None` when some entry meets none.
+    pub(crate) fn lookup<'c>(&'c self, entries: &[(&str, &str)]) -> Option<Path<'c>> {
+        let mut level = self;
+        let mut path = Vec::with_capacity(entries.len());
+        for (i, &(key, value)) in entries.iter().enumerate() {
+            let keyed = level.by_key.get(key)?;
+            let (node, how) = if let Some(node) = keyed.exact.get(value) {
+                (node, How::Exact)
+            } else if let Some((_, node)) = keyed.wildcards.iter().find(|(p, _)| p.matches(value)) {
+                (node, How::Wildcard)
+            } else {
+                (keyed.any.as_ref()?, How::Any)
+            };
+            path.push((node, how));
+            if i + 1 < entries.len() {
+                level = &node.children;
+            }
+        }
+        (!path.is_empty()).then_some(path)
+    }
+
+    /// Every descriptor of this level, in no particular order.
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.by_key.values().flat_map(|keyed| {
+            keyed.exact.values().chain(keyed.wildcards.iter().map(|(_, node)| node)).chain(keyed.any.as_ref())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_match_anywhere() {
+        let p = |s: &str| Pattern::of(s).unwrap();
+        assert!(p("foo*").matches("foo1") && p("foo*").matches("foo") && !p("foo*").matches("bar"));
+        let mid = p("bar*b");
+        assert!(mid.matches("barab") && mid.matches("bar123b") && mid.matches("barb"));
+        assert!(!mid.matches("bara") && !mid.matches("xbarb"));
+        let multi = p("foo*bar*baz");
+        assert!(multi.matches("foo123bar456baz") && multi.matches("foobarbaz"));
+        assert!(!multi.matches("foo123baz") && !multi.matches("bar456baz"));
+        let path = p("/api/*/action");
+        assert!(path.matches("/api/123/action") && !path.matches("/api/123/other"));
+        assert!(p("*").matches("") && p("*").matches("anything"));
+        // The fixed parts may not overlap.
+        assert!(!p("ab*ba").matches("aba"));
+        assert!(Pattern::of("plain").is_none());
+    }
+}

@@ -1,0 +1,123 @@
+//! One configured limit, compiled: the library's [`Rule`] and what the
+//! service reports about it.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use slidegate::Rule;
+
+use super::unit::Unit;
+
+/// How a limit decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enforcement {
+    /// Through the store, under this rule.
+    Rule(Rule),
+    /// `requests_per_unit: 0`: every request is over the limit (envoy
+    /// ratelimit's way to block a value, its README's example 3). Nothing
+    /// is stored.
+    Block,
+    /// `unlimited: true`: every request is within it. Nothing is stored.
+    Unlimited,
+}
+
+/// A configured limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    /// The `name` given, echoed in answers and matched by `replaces`.
+    pub name: Option<String>,
+    /// How it decides.
+    pub enforcement: Enforcement,
+    /// The most requests (weight) per window (0 for a block, `u32::MAX`
+    /// for unlimited).
+    pub requests_per_unit: u32,
+    /// The window (zero for unlimited).
+    pub window: Duration,
+    /// The `unit` the window is, if it is one (what RLS answers name).
+    pub unit: Option<Unit>,
+    /// Decided and counted, but never denies (`shadow_mode`).
+    pub shadow: bool,
+    /// Names of limits this one replaces in the same request.
+    pub replaces: Vec<String>,
+    /// Which of its descriptor's limits this is (0 for `rate_limit`, the
+    /// position in `rate_limits`): part of its counters' identity.
+    pub index: usize,
+    /// The stats key of the descriptor (`domain.key_value.key`), as envoy
+    /// ratelimit names it.
+    pub stat_key: String,
+    /// Where it was written: `file:line:column`.
+    pub source: String,
+}
+
+impl Limit {
+    /// The rule deciding it through the store, if it does.
+    pub fn rule(&self) -> Option<&Rule> {
+        match &self.enforcement {
+            Enforcement::Rule(rule) => Some(rule),
+            Enforcement::Block | Enforcement::Unlimited => None,
+        }
+    }
+
+    /// Whether it is `unlimited`.
+    pub fn is_unlimited(&self) -> bool {
+        self.enforcement == Enforcement::Unlimited
+    }
+
+    /// The part of a counter's identity this limit adds: its position and
+    /// name, and what keys its state in the store besides (the rule's own
+    /// parameters), so a limit whose name, algorithm, limit and window are
+    /// unchanged keeps its counters across reloads, and one that changes
+    /// starts afresh.
+    pub(crate) fn identity_part(&self) -> String {
+        format!("{}#{}", self.index, self.name.as_deref().unwrap_or(""))
+    }
+
+    /// The limit as `/v1/rules` shows it.
+    pub(crate) fn view(&self) -> LimitView<'_> {
+        LimitView {
+            name: self.name.as_deref(),
+            requests_per_unit: self.requests_per_unit,
+            window_ms: u64::try_from(self.window.as_millis()).unwrap_or(u64::MAX),
+            unit: self.unit.map(Unit::name),
+            algorithm: match &self.enforcement {
+                Enforcement::Rule(rule) => rule.algorithm().short_name(),
+                Enforcement::Block => "block",
+                Enforcement::Unlimited => "unlimited",
+            },
+            penalty: self.rule().and_then(Rule::penalty).map(|p| PenaltyView {
+                window_ms: p.window_ms(),
+                warn_after: p.warn_threshold(),
+                ban_after: p.ban_threshold(),
+                ban_for_ms: p.ban_for_ms(),
+            }),
+            shadow_mode: self.shadow,
+            replaces: &self.replaces,
+            source: &self.source,
+        }
+    }
+}
+
+/// A limit in `/v1/rules`.
+#[derive(Debug, Serialize)]
+pub(crate) struct LimitView<'a> {
+    name: Option<&'a str>,
+    requests_per_unit: u32,
+    window_ms: u64,
+    unit: Option<&'static str>,
+    algorithm: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    penalty: Option<PenaltyView>,
+    shadow_mode: bool,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    replaces: &'a [String],
+    source: &'a str,
+}
+
+/// A penalty in `/v1/rules`.
+#[derive(Debug, Serialize)]
+struct PenaltyView {
+    window_ms: u64,
+    warn_after: Option<u32>,
+    ban_after: Option<u32>,
+    ban_for_ms: u64,
+}

@@ -1,0 +1,34 @@
+//! The configuration in force, shared by every request and swapped whole
+//! on reload.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::Config;
+
+/// A handle on the configuration in force; clones share it.
+///
+/// Requests read it without a lock and keep the configuration they read
+/// until they finish; a reload swaps in a new one atomically.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    current: Arc<ArcSwap<Config>>,
+}
+
+impl Rules {
+    /// A handle holding `config`.
+    pub fn new(config: Config) -> Rules {
+        Rules { current: Arc::new(ArcSwap::from_pointee(config)) }
+    }
+
+    /// The configuration in force now.
+    pub fn current(&self) -> Arc<Config> {
+        self.current.load_full()
+    }
+
+    /// Puts `config` in force; requests in flight finish on the old one.
+    pub fn replace(&self, config: Config) {
+        self.current.store(Arc::new(config));
+    }
+}

@@ -1,0 +1,115 @@
+//! The configuration file as written: envoy ratelimit's YAML, plus
+//! slidegate's extensions, every value with its line and column.
+//!
+//! Unknown keys fail the file, as in envoy ratelimit — and per level: a
+//! key envoy ratelimit knows but ignores where it stands (`unit:` beside
+//! `key:`) is a mistake worth naming, not a silent no-op.
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+/// One file: one domain.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileYaml {
+    pub(super) domain: Option<Spanned<String>>,
+    pub(super) descriptors: Option<Vec<Spanned<DescriptorYaml>>>,
+}
+
+/// A descriptor: a key, an optional value (`*` wildcards), limits and
+/// nested descriptors.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DescriptorYaml {
+    pub(super) key: Option<Spanned<String>>,
+    pub(super) value: Option<Spanned<String>>,
+    pub(super) rate_limit: Option<Spanned<RateLimitYaml>>,
+    /// slidegate: several limits on one descriptor (10 per second and
+    /// 1,000 per day), decided together.
+    pub(super) rate_limits: Option<Spanned<Vec<Spanned<RateLimitYaml>>>>,
+    pub(super) descriptors: Option<Vec<Spanned<DescriptorYaml>>>,
+    pub(super) shadow_mode: Option<bool>,
+    pub(super) detailed_metric: Option<bool>,
+    pub(super) value_to_metric: Option<bool>,
+    pub(super) share_threshold: Option<Spanned<bool>>,
+    /// Accepted so envoy ratelimit files load; refused when true (see build).
+    pub(super) quota_mode: Option<Spanned<bool>>,
+    /// Free-form data envoy ratelimit passes on in dynamic metadata; kept
+    /// and shown in `/v1/rules`.
+    pub(super) metadata: Option<serde_json::Value>,
+}
+
+/// A limit.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RateLimitYaml {
+    pub(super) name: Option<Spanned<String>>,
+    pub(super) replaces: Option<Vec<Spanned<ReplacesYaml>>>,
+    pub(super) unit: Option<Spanned<String>>,
+    /// Any scalar, so that each wrong kind gets its own message.
+    pub(super) requests_per_unit: Option<Spanned<Scalar>>,
+    pub(super) unlimited: Option<bool>,
+    /// slidegate: `log` (default), `counter`, `fixed`, `gcra`.
+    pub(super) algorithm: Option<Spanned<String>>,
+    /// slidegate: any window (`5m`, `90s`) instead of `unit`.
+    pub(super) window: Option<Spanned<String>>,
+    /// slidegate: warn, then ban, repeat offenders.
+    pub(super) penalty: Option<Spanned<PenaltyYaml>>,
+}
+
+/// A scalar as written: a number where one is expected gets a message
+/// naming the field, whatever was written instead.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum Scalar {
+    Int(i64),
+    Big(u64),
+    Float(f64),
+    Bool(bool),
+    Text(String),
+}
+
+impl Scalar {
+    /// The whole number written, or the text that is none. A number too
+    /// large for 64 bits is whole too (and refused for its size).
+    pub(super) fn whole(&self) -> Result<i128, String> {
+        match self {
+            Scalar::Int(n) => Ok(i128::from(*n)),
+            Scalar::Big(n) => Ok(i128::from(*n)),
+            // Truncation is exact: a float with no fraction beyond 2^64.
+            #[allow(clippy::cast_possible_truncation)]
+            Scalar::Float(f) if f.fract() == 0.0 && f.abs() >= 1.8e19 => Ok(*f as i128),
+            Scalar::Float(f) => Err(f.to_string()),
+            Scalar::Bool(b) => Err(b.to_string()),
+            Scalar::Text(t) => t.trim().parse().map_err(|_| t.clone()),
+        }
+    }
+}
+
+/// One entry of `replaces`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ReplacesYaml {
+    pub(super) name: Option<Spanned<String>>,
+}
+
+/// A limit's penalty: violations counted over `window`; a warning from
+/// `warn_after`, a ban of `ban_for` from `ban_after`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PenaltyYaml {
+    pub(super) window: Spanned<String>,
+    pub(super) warn_after: Option<Spanned<u32>>,
+    pub(super) ban_after: Option<Spanned<u32>>,
+    pub(super) ban_for: Option<Spanned<String>>,
+}
+
+/// Where a spanned value stands: (line, column).
+pub(super) fn position<T>(spanned: &Spanned<T>) -> (u32, u32) {
+    line_column(spanned.referenced.line(), spanned.referenced.column())
+}
+
+/// A position as `(u32, u32)` (a file of 4 GiB lines is refused before).
+pub(super) fn line_column(line: u64, column: u64) -> (u32, u32) {
+    (u32::try_from(line).unwrap_or(u32::MAX), u32::try_from(column).unwrap_or(u32::MAX))
+}

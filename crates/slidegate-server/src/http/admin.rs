@@ -1,0 +1,67 @@
+//! The admin surface: only with a token configured (`--admin-token-file`),
+//! `Authorization: Bearer <token>`, compared in constant time.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::{AppState, error};
+
+/// Whether `headers` carry the admin token.
+fn authorized(app: &AppState, headers: &HeaderMap) -> bool {
+    let Some(token) = app.admin_token.as_deref() else { return false };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    constant_time_eq(given.as_bytes(), token.as_bytes())
+}
+
+/// Compares without returning early on the first difference, so the time
+/// taken says nothing about how much of a guess was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    }
+    diff == 0
+}
+
+/// `POST /v1/reload`.
+pub(super) async fn reload(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    if !authorized(&app, &headers) {
+        return error(StatusCode::UNAUTHORIZED, "admin token missing or wrong");
+    }
+    match app.reloader.reload().await {
+        Ok(changed) => axum::Json(json!({
+            "result": "ok",
+            "changed": changed,
+            "config_hash": app.decider.rules().current().hash(),
+        }))
+        .into_response(),
+        Err(errors) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            axum::Json(json!({
+                "result": "error",
+                "errors": errors.errors().iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "config_hash": app.decider.rules().current().hash(),
+            })),
+        )
+            .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn compares_whole_tokens() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"secret"));
+    }
+}

@@ -1,0 +1,193 @@
+//! `POST /v1/check` and `POST /v1/peek`: slidegate's own JSON API, for
+//! services that are not behind Envoy.
+//!
+//! ```json
+//! {"domain": "api", "hits_addend": 1,
+//!  "descriptors": [{"entries": [{"key": "user", "value": "alice"}]}]}
+//! ```
+//!
+//! The answer says `allowed` and, per descriptor, the binding limit, what
+//! it leaves, when to retry, when it resets and how it decided; 200 or 429
+//! with the headers `slidegate-tower` writes, 400 naming a bad field.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::envoy_json::JsonEntry;
+use super::{AppState, bad_request, parse_body};
+use crate::config::Limit;
+use crate::request::{
+    CheckAnswer, CheckError, CheckRequest, Code, DescriptorStatus, LimitStatus, Mode, RequestDescriptor,
+};
+use crate::rls::headers_of;
+use crate::telemetry::{Api, observe};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckBody {
+    domain: String,
+    descriptors: Vec<CheckDescriptor>,
+    #[serde(default)]
+    hits_addend: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckDescriptor {
+    entries: Vec<JsonEntry>,
+    #[serde(default)]
+    hits_addend: Option<u64>,
+}
+
+/// `POST /v1/check`.
+pub(super) async fn check(State(app): State<AppState>, body: Bytes) -> Response {
+    answer(app, &body, Mode::Charge).await
+}
+
+/// `POST /v1/peek`: the same answer, nothing charged.
+pub(super) async fn peek(State(app): State<AppState>, body: Bytes) -> Response {
+    answer(app, &body, Mode::Peek).await
+}
+
+async fn answer(app: AppState, body: &[u8], mode: Mode) -> Response {
+    let started = Instant::now();
+    let api = if mode == Mode::Peek { Api::Peek } else { Api::Check };
+    let request: CheckBody = match parse_body(body) {
+        Ok(request) => request,
+        Err(message) => {
+            observe(api, &Err(CheckError::Invalid(message.clone())), started);
+            return bad_request(message);
+        }
+    };
+    let check = CheckRequest {
+        domain: request.domain,
+        descriptors: request
+            .descriptors
+            .into_iter()
+            .map(|d| RequestDescriptor {
+                entries: d.entries.into_iter().map(|e| (e.key, e.value)).collect(),
+                hits_addend: d.hits_addend,
+                limit: None,
+            })
+            .collect(),
+        hits_addend: request.hits_addend.unwrap_or(0),
+    };
+    let outcome = app.decider.check(&check, mode).await;
+    observe(api, &outcome, started);
+    match outcome {
+        Ok(answer) => {
+            let status = if answer.code == Code::Ok { StatusCode::OK } else { StatusCode::TOO_MANY_REQUESTS };
+            let headers = headers_of(&answer, app.families);
+            (status, headers, axum::Json(view(&answer))).into_response()
+        }
+        Err(error) => super::check_error(&error),
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct AnswerView<'a> {
+    allowed: bool,
+    degraded: bool,
+    descriptors: Vec<DescriptorView<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct DescriptorView<'a> {
+    allowed: bool,
+    limit: Option<LimitRef<'a>>,
+    remaining: Option<u32>,
+    retry_after_ms: u64,
+    reset_after_ms: u64,
+    state: Option<&'static str>,
+    shadow_over_limit: bool,
+    limits: Vec<LimitView<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct LimitRef<'a> {
+    name: Option<&'a str>,
+    requests_per_unit: u32,
+    window_ms: u64,
+    unit: Option<&'static str>,
+    algorithm: &'static str,
+    shadow_mode: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct LimitView<'a> {
+    #[serde(flatten)]
+    limit: LimitRef<'a>,
+    allowed: bool,
+    state: &'static str,
+    remaining: u32,
+    retry_after_ms: u64,
+    reset_after_ms: u64,
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn state_name(state: slidegate::State) -> &'static str {
+    match state {
+        slidegate::State::Allowed => "allowed",
+        slidegate::State::Warned => "warned",
+        slidegate::State::Limited => "limited",
+        slidegate::State::Banned => "banned",
+        slidegate::State::Degraded => "degraded",
+        slidegate::State::Disabled => "disabled",
+        _ => "unknown",
+    }
+}
+
+fn limit_ref(limit: &Limit) -> LimitRef<'_> {
+    LimitRef {
+        name: limit.name.as_deref(),
+        requests_per_unit: limit.requests_per_unit,
+        window_ms: ms(limit.window),
+        unit: limit.unit.map(crate::config::Unit::name),
+        algorithm: match &limit.enforcement {
+            crate::config::Enforcement::Rule(rule) => rule.algorithm().short_name(),
+            crate::config::Enforcement::Block => "block",
+            crate::config::Enforcement::Unlimited => "unlimited",
+        },
+        shadow_mode: limit.shadow,
+    }
+}
+
+fn limit_view(status: &LimitStatus) -> LimitView<'_> {
+    LimitView {
+        limit: limit_ref(&status.limit),
+        allowed: status.allowed,
+        state: state_name(status.state),
+        remaining: status.remaining,
+        retry_after_ms: ms(status.retry_after),
+        reset_after_ms: ms(status.reset_after),
+    }
+}
+
+fn descriptor_view(status: &DescriptorStatus) -> DescriptorView<'_> {
+    DescriptorView {
+        allowed: status.code == Code::Ok,
+        limit: status.limit.as_deref().map(limit_ref),
+        remaining: status.limit.as_ref().map(|_| status.remaining),
+        retry_after_ms: ms(status.retry_after),
+        reset_after_ms: ms(status.reset_after),
+        state: status.state.map(state_name),
+        shadow_over_limit: status.shadow_over_limit,
+        limits: status.limits.iter().map(limit_view).collect(),
+    }
+}
+
+fn view(answer: &CheckAnswer) -> AnswerView<'_> {
+    AnswerView {
+        allowed: answer.code == Code::Ok,
+        degraded: answer.degraded,
+        descriptors: answer.statuses.iter().map(descriptor_view).collect(),
+    }
+}

@@ -1,0 +1,90 @@
+//! `/v1/status`, `/v1/rules`, `/healthz`, `/readyz`, `/metrics`.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use slidegate::BreakerState;
+
+use super::AppState;
+use crate::OnStoreFailure;
+
+/// `GET /v1/status`.
+pub(super) async fn status(State(app): State<AppState>) -> Response {
+    let config = app.decider.rules().current();
+    let limiter = app.decider.limiter();
+    axum::Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "started_unix_s": app.status.started_unix_s(),
+        "ready": ready(&app),
+        "config": {
+            "hash": config.hash(),
+            "path": app.reloader.path(),
+            "files": config.files(),
+            "domains": config.domains().map(|d| d.name()).collect::<Vec<_>>(),
+        },
+        "last_reload": app.status.last_reload(),
+        "store": {
+            "kind": app.store_kind,
+            "breaker": breaker_name(limiter.breaker_state()),
+            "failure_policy": limiter.failure_policy().as_str(),
+            "on_store_failure": match app.decider.on_store_failure_mode() {
+                OnStoreFailure::Policy => "policy",
+                OnStoreFailure::Unavailable => "unavailable",
+            },
+        },
+        "shadow_mode": app.decider.is_shadow(),
+    }))
+    .into_response()
+}
+
+fn breaker_name(state: BreakerState) -> &'static str {
+    match state {
+        BreakerState::Closed => "closed",
+        BreakerState::Open => "open",
+        BreakerState::HalfOpen => "half_open",
+        _ => "unknown",
+    }
+}
+
+/// `GET /v1/rules`: the configuration in force, as JSON.
+pub(super) async fn rules(State(app): State<AppState>) -> Response {
+    let config = app.decider.rules().current();
+    axum::Json(json!({ "hash": config.hash(), "domains": config.view() })).into_response()
+}
+
+/// `GET /healthz`: the process answers.
+pub(super) async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Whether the service should get traffic: not draining, and the store
+/// answers or a failure policy can (with `--on-store-failure unavailable`
+/// and the breaker open, it cannot).
+fn ready(app: &AppState) -> bool {
+    if app.status.is_shutting_down() {
+        return false;
+    }
+    app.decider.on_store_failure_mode() == OnStoreFailure::Policy
+        || app.decider.limiter().breaker_state() != BreakerState::Open
+}
+
+/// `GET /readyz`: 200 when ready, 503 otherwise.
+pub(super) async fn readyz(State(app): State<AppState>) -> Response {
+    if ready(&app) {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+    }
+}
+
+/// `GET /metrics`: Prometheus text.
+pub(super) async fn metrics(State(app): State<AppState>) -> Response {
+    match &app.metrics {
+        Some(handle) => {
+            ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render()).into_response()
+        }
+        None => (StatusCode::NOT_FOUND, "metrics are recorded by another exporter in this process\n")
+            .into_response(),
+    }
+}

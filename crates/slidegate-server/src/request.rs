@@ -1,0 +1,207 @@
+//! A rate-limit request and its answer, whatever protocol carried them
+//! (Envoy RLS v3 over gRPC, its JSON form, or slidegate's `/v1/check`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use slidegate::{Rule, State};
+
+use crate::config::{Limit, Unit};
+
+/// The most descriptors one request may carry.
+pub const MAX_DESCRIPTORS: usize = 64;
+
+/// The most entries one descriptor may carry.
+pub const MAX_ENTRIES: usize = 16;
+
+/// The longest key or value of an entry, in bytes (longer values are
+/// refused; values up to it are digested into counter keys as the library
+/// digests any long identity).
+pub const MAX_ENTRY_BYTES: usize = 4096;
+
+/// Whether a request is charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Decide and charge (`ShouldRateLimit`, `/json`, `/v1/check`).
+    Charge,
+    /// Answer as `Charge` would, charging nothing (`/v1/peek`).
+    Peek,
+}
+
+/// A rate-limit request: a domain and descriptors.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckRequest {
+    /// The configuration domain.
+    pub domain: String,
+    /// What the request is: each descriptor a list of `(key, value)` entries.
+    pub descriptors: Vec<RequestDescriptor>,
+    /// The request's weight (0 means 1), unless a descriptor gives its own.
+    pub hits_addend: u32,
+}
+
+/// One descriptor of a request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestDescriptor {
+    /// `(key, value)` entries, matched against the domain's descriptors in order.
+    pub entries: Vec<(String, String)>,
+    /// This descriptor's own weight, which wins over the request's; 0
+    /// checks without charging.
+    pub hits_addend: Option<u64>,
+    /// A limit the caller gives instead of the configured one.
+    pub limit: Option<LimitOverride>,
+}
+
+/// A descriptor's own limit (Envoy's `RateLimitDescriptor.limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitOverride {
+    /// The most requests per unit.
+    pub requests_per_unit: u32,
+    /// The unit.
+    pub unit: Unit,
+}
+
+/// Over the limit or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// Within every limit (or shadow mode).
+    Ok,
+    /// Over a limit.
+    OverLimit,
+}
+
+/// The answer to a [`CheckRequest`].
+#[derive(Debug, Clone)]
+pub struct CheckAnswer {
+    /// `OverLimit` when some enforced limit denied (then nothing was charged).
+    pub code: Code,
+    /// One status per request descriptor, in order.
+    pub statuses: Vec<DescriptorStatus>,
+    /// Whether a failure policy answered for some limit (the store failed).
+    pub degraded: bool,
+    /// The rules the store decided and their decisions, for quota headers.
+    pub(crate) quota: Vec<(Rule, slidegate::Decision)>,
+}
+
+/// How one request descriptor stands.
+#[derive(Debug, Clone)]
+pub struct DescriptorStatus {
+    /// Over its limit or not (a shadow limit's denial is `Ok`).
+    pub code: Code,
+    /// The limit that binds it most (the denying one with the longest
+    /// wait; else the one with the least left), if any applies.
+    pub limit: Option<Arc<Limit>>,
+    /// What the binding limit still admits now (`u32::MAX` for unlimited).
+    pub remaining: u32,
+    /// Zero within the limit; else how long until this request would be admitted.
+    pub retry_after: Duration,
+    /// How long until the binding limit holds no charge at all.
+    pub reset_after: Duration,
+    /// How the binding limit decided, if one did.
+    pub state: Option<State>,
+    /// A shadow limit denied it (answered `Ok`, counted).
+    pub shadow_over_limit: bool,
+    /// Every limit that applied, in configuration order.
+    pub limits: Vec<LimitStatus>,
+}
+
+/// How one limit of a descriptor decided.
+#[derive(Debug, Clone)]
+pub struct LimitStatus {
+    /// The limit.
+    pub limit: Arc<Limit>,
+    /// Within it, or over.
+    pub allowed: bool,
+    /// How it decided.
+    pub state: State,
+    /// What it still admits now.
+    pub remaining: u32,
+    /// Zero within the limit; else how long until the request would be admitted.
+    pub retry_after: Duration,
+    /// How long until it holds no charge at all.
+    pub reset_after: Duration,
+}
+
+impl DescriptorStatus {
+    /// The status of a descriptor no limit applies to.
+    pub(crate) fn unlimited_by_config() -> DescriptorStatus {
+        DescriptorStatus {
+            code: Code::Ok,
+            limit: None,
+            remaining: 0,
+            retry_after: Duration::ZERO,
+            reset_after: Duration::ZERO,
+            state: None,
+            shadow_over_limit: false,
+            limits: Vec::new(),
+        }
+    }
+}
+
+/// Why a request was not answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckError {
+    /// The request is malformed (a 400, `INVALID_ARGUMENT`): the message
+    /// names the field.
+    Invalid(String),
+    /// The store failed and the service is configured to say so
+    /// (`--on-store-failure unavailable`): a 503, `UNAVAILABLE`.
+    Unavailable(String),
+}
+
+impl std::fmt::Display for CheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckError::Invalid(message) | CheckError::Unavailable(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for CheckError {}
+
+impl CheckRequest {
+    /// Checks the bounds every protocol shares.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError::Invalid`] naming the field that is out of bounds.
+    pub fn validate(&self) -> Result<(), CheckError> {
+        let invalid = |m: String| Err(CheckError::Invalid(m));
+        if self.domain.is_empty() {
+            return invalid("`domain` must not be empty".into());
+        }
+        if self.domain.len() > MAX_ENTRY_BYTES {
+            return invalid(format!("`domain` is longer than {MAX_ENTRY_BYTES} bytes"));
+        }
+        if self.descriptors.is_empty() {
+            return invalid("`descriptors` must not be empty".into());
+        }
+        if self.descriptors.len() > MAX_DESCRIPTORS {
+            return invalid(format!(
+                "{} descriptors: a request may carry at most {MAX_DESCRIPTORS}",
+                self.descriptors.len()
+            ));
+        }
+        for (i, descriptor) in self.descriptors.iter().enumerate() {
+            if descriptor.entries.is_empty() {
+                return invalid(format!("`descriptors[{i}].entries` must not be empty"));
+            }
+            if descriptor.entries.len() > MAX_ENTRIES {
+                return invalid(format!(
+                    "`descriptors[{i}].entries` has {}: at most {MAX_ENTRIES}",
+                    descriptor.entries.len()
+                ));
+            }
+            for (j, (key, value)) in descriptor.entries.iter().enumerate() {
+                if key.is_empty() {
+                    return invalid(format!("`descriptors[{i}].entries[{j}].key` must not be empty"));
+                }
+                if key.len() > MAX_ENTRY_BYTES || value.len() > MAX_ENTRY_BYTES {
+                    return invalid(format!(
+                        "`descriptors[{i}].entries[{j}]` is longer than {MAX_ENTRY_BYTES} bytes"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,258 @@
+//! `serve`: the service on its listeners until shutdown.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use slidegate::{FailurePolicy, Limiter};
+use slidegate_tower::headers::Families;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::config::{Config, ConfigErrors, Rules};
+use crate::http::{AppState, MAX_BODY_BYTES, router};
+use crate::reload::Reloader;
+use crate::rls::Rls;
+use crate::status::ServiceStatus;
+use crate::{Decider, OnStoreFailure, ServiceStore};
+
+/// How the service runs: its rules, its store and how it answers.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// The rules: one envoy-ratelimit YAML file, or a directory of them.
+    pub rules: PathBuf,
+    /// The store, connected.
+    pub store: ServiceStore,
+    /// How long one store call may take before the failure policy answers.
+    pub deadline: Duration,
+    /// What answers when the store fails.
+    pub policy: FailurePolicy,
+    /// Whether the failure policy answers a store failure, or the request
+    /// fails with `UNAVAILABLE` / 503.
+    pub on_store_failure: OnStoreFailure,
+    /// The quota headers added to answers (RLS `response_headers_to_add`,
+    /// HTTP headers of `/v1/check`).
+    pub headers: Families,
+    /// Global shadow mode: decide and count, never deny.
+    pub shadow: bool,
+    /// The admin token; without one, no admin routes.
+    pub admin_token: Option<String>,
+    /// How long requests in flight may take to finish at shutdown.
+    pub grace: Duration,
+    /// Whether to watch the rules for changes (SIGHUP and `POST
+    /// /v1/reload` reload either way).
+    pub watch: bool,
+}
+
+impl ServerConfig {
+    /// The defaults for `rules` on `store`: the library's deadline and
+    /// fallback policy, no quota headers, 10 s of grace, watching.
+    pub fn new(rules: impl Into<PathBuf>, store: ServiceStore) -> ServerConfig {
+        ServerConfig {
+            rules: rules.into(),
+            store,
+            deadline: slidegate::limits::DEFAULT_DEADLINE,
+            policy: FailurePolicy::default(),
+            on_store_failure: OnStoreFailure::Policy,
+            headers: Families::default(),
+            shadow: false,
+            admin_token: None,
+            grace: Duration::from_secs(10),
+            watch: true,
+        }
+    }
+}
+
+/// Where the service listens (bound by the caller, so tests bind port 0).
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct Listeners {
+    /// Envoy RLS v3 and gRPC health.
+    pub grpc: Option<TcpListener>,
+    /// The HTTP API.
+    pub http: Option<TcpListener>,
+}
+
+impl Listeners {
+    /// Both listeners.
+    pub fn new(grpc: Option<TcpListener>, http: Option<TcpListener>) -> Listeners {
+        Listeners { grpc, http }
+    }
+}
+
+/// Why the service could not run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The rules are invalid (every problem listed).
+    Config(ConfigErrors),
+    /// A listener or the watch failed.
+    Io(String),
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Config(errors) => write!(f, "{errors}"),
+            ServeError::Io(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// The Prometheus recorder, installed once per process (a second
+/// in-process server shares it; `None` if another recorder was there).
+fn prometheus() -> Option<PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            // Latencies as histograms (Prometheus computes quantiles across
+            // instances from buckets, not from per-process summaries).
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
+                    &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0],
+                )
+                .unwrap_or_else(|_| PrometheusBuilder::new());
+            let recorder = builder.build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).ok().map(|()| handle)
+        })
+        .clone()
+}
+
+/// Runs the service until `shutdown` completes, then drains: `/readyz`
+/// turns 503, the listeners stop accepting, requests in flight finish
+/// (for at most `grace`).
+///
+/// # Errors
+///
+/// [`ServeError::Config`] when the rules are invalid at start;
+/// [`ServeError::Io`] when a server fails.
+pub async fn serve(
+    config: ServerConfig,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let path = config.rules.clone();
+    let loaded = tokio::task::spawn_blocking(move || Config::load(&path))
+        .await
+        .map_err(|e| ServeError::Io(e.to_string()))?
+        .map_err(ServeError::Config)?;
+    let status = Arc::new(ServiceStatus::new(loaded.hash()));
+    let rules = Rules::new(loaded);
+    let store_kind = config.store.kind();
+    let limiter =
+        Limiter::builder(config.store).deadline(config.deadline).failure_policy(config.policy).build();
+    let decider =
+        Decider::new(limiter, rules.clone()).on_store_failure(config.on_store_failure).shadow(config.shadow);
+    let reloader = Reloader::new(rules, config.rules.clone(), status.clone());
+    let _watch = if config.watch {
+        Some(
+            reloader
+                .watch()
+                .map_err(|e| ServeError::Io(format!("cannot watch {}: {e}", config.rules.display())))?,
+        )
+    } else {
+        None
+    };
+    let hangups = hangup_task(reloader.clone());
+
+    let (drain, drained) = watch::channel(false);
+    let draining = move || {
+        let mut drained = drained.clone();
+        async move {
+            let _ = drained.wait_for(|d| *d).await;
+        }
+    };
+    let mut servers = tokio::task::JoinSet::new();
+    let (health, health_service) = tonic_health::server::health_reporter();
+    if let Some(listener) = listeners.grpc {
+        health.set_serving::<RateLimitServiceServer<Rls>>().await;
+        let rls = RateLimitServiceServer::new(Rls::new(decider.clone(), config.headers))
+            .max_decoding_message_size(MAX_BODY_BYTES);
+        let incoming = TcpListenerStream::new(listener);
+        let stop = draining();
+        servers.spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(health_service)
+                .add_service(rls)
+                .serve_with_incoming_shutdown(incoming, stop)
+                .await
+                .map_err(|e| format!("gRPC server: {e}"))
+        });
+    }
+    if let Some(listener) = listeners.http {
+        let app = router(AppState {
+            decider,
+            families: config.headers,
+            status: status.clone(),
+            reloader,
+            metrics: prometheus(),
+            admin_token: config.admin_token.map(Arc::from),
+            store_kind,
+        });
+        let stop = draining();
+        servers.spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+                .map_err(|e| format!("HTTP server: {e}"))
+        });
+    }
+    tracing::info!(target: "slidegate", "serving");
+
+    let failed = tokio::select! {
+        () = shutdown => None,
+        Some(result) = servers.join_next() => Some(result),
+    };
+    status.begin_shutdown();
+    health.set_not_serving::<RateLimitServiceServer<Rls>>().await;
+    let _ = drain.send(true);
+    hangups.abort();
+    if let Some(result) = failed {
+        servers.abort_all();
+        return match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(message)) => Err(ServeError::Io(message)),
+            Err(e) => Err(ServeError::Io(e.to_string())),
+        };
+    }
+    tracing::info!(target: "slidegate", grace = ?config.grace, "draining");
+    let finished = tokio::time::timeout(config.grace, async {
+        while let Some(result) = servers.join_next().await {
+            if let Ok(Err(message)) = result {
+                tracing::error!(target: "slidegate", message, "server ended with an error");
+            }
+        }
+    })
+    .await;
+    if finished.is_err() {
+        tracing::warn!(target: "slidegate", "grace period over; requests still in flight are dropped");
+        servers.abort_all();
+    }
+    Ok(())
+}
+
+/// Reloads on `SIGHUP` (Unix).
+fn hangup_task(reloader: Reloader) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let Ok(mut hangups) = signal(SignalKind::hangup()) else { return };
+            while hangups.recv().await.is_some() {
+                tracing::info!(target: "slidegate", "SIGHUP: reloading the rules");
+                let _ = reloader.reload().await;
+            }
+        }
+        #[cfg(not(unix))]
+        drop(reloader);
+    })
+}

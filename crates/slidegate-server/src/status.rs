@@ -1,0 +1,80 @@
+//! What the service reports about itself: readiness, the last reload.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+/// The outcome of the last (re)load of the rules.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReloadRecord {
+    /// Seconds since the UNIX epoch.
+    pub at_unix_s: u64,
+    /// `ok` or `error`.
+    pub result: &'static str,
+    /// What was wrong (a bad file keeps the configuration in force).
+    pub errors: Vec<String>,
+    /// The hash of the configuration in force after it.
+    pub config_hash: String,
+}
+
+/// Shared by the APIs, the reloader and the shutdown.
+#[derive(Debug)]
+pub struct ServiceStatus {
+    shutting_down: AtomicBool,
+    last_reload: Mutex<ReloadRecord>,
+    started: SystemTime,
+}
+
+fn unix_s(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl ServiceStatus {
+    /// A service that loaded the configuration of hash `config_hash`.
+    pub fn new(config_hash: &str) -> ServiceStatus {
+        let now = SystemTime::now();
+        ServiceStatus {
+            shutting_down: AtomicBool::new(false),
+            last_reload: Mutex::new(ReloadRecord {
+                at_unix_s: unix_s(now),
+                result: "ok",
+                errors: Vec::new(),
+                config_hash: config_hash.to_owned(),
+            }),
+            started: now,
+        }
+    }
+
+    /// Marks the service as draining: `/readyz` answers 503 from now on.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether it is draining.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Records a reload.
+    pub fn record_reload(&self, errors: Vec<String>, config_hash: &str) {
+        let record = ReloadRecord {
+            at_unix_s: unix_s(SystemTime::now()),
+            result: if errors.is_empty() { "ok" } else { "error" },
+            errors,
+            config_hash: config_hash.to_owned(),
+        };
+        *self.last_reload.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = record;
+    }
+
+    /// The last reload.
+    pub fn last_reload(&self) -> ReloadRecord {
+        self.last_reload.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// When the service started (seconds since the UNIX epoch).
+    pub fn started_unix_s(&self) -> u64 {
+        unix_s(self.started)
+    }
+}

@@ -1,0 +1,60 @@
+//! The service's own metrics, through the `metrics` facade (the server
+//! installs the Prometheus recorder; the library's metrics join them).
+//!
+//! * `slidegate_service_requests_total{api, code}` — `api` is `rls`,
+//!   `json`, `check` or `peek`; `code` is `ok`, `over_limit`, `invalid`
+//!   or `unavailable`;
+//! * `slidegate_service_request_duration_seconds{api}` — a histogram;
+//! * `slidegate_service_degraded_total{api}` — answers a failure policy gave;
+//! * `slidegate_service_unknown_domain_total`, `slidegate_service_unmatched_total`
+//!   — requests for no configured domain, descriptors matching no limit;
+//! * `slidegate_service_over_limit_total{domain, limit}` and
+//!   `slidegate_shadow_over_limit_total{domain, limit}` — denials by limit
+//!   (its stats key, as envoy ratelimit names it);
+//! * `slidegate_config_reloads_total{result}` — `ok` or `error`.
+
+use std::time::Instant;
+
+use crate::request::{CheckAnswer, CheckError, Code};
+
+/// Which API a request came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    Rls,
+    Json,
+    Check,
+    Peek,
+}
+
+impl Api {
+    fn label(self) -> &'static str {
+        match self {
+            Api::Rls => "rls",
+            Api::Json => "json",
+            Api::Check => "check",
+            Api::Peek => "peek",
+        }
+    }
+}
+
+/// Records one request's outcome and latency.
+pub(crate) fn observe(api: Api, outcome: &Result<CheckAnswer, CheckError>, started: Instant) {
+    let code = match outcome {
+        Ok(answer) if answer.code == Code::Ok => "ok",
+        Ok(_) => "over_limit",
+        Err(CheckError::Invalid(_)) => "invalid",
+        Err(CheckError::Unavailable(_)) => "unavailable",
+    };
+    metrics::counter!("slidegate_service_requests_total", "api" => api.label(), "code" => code).increment(1);
+    metrics::histogram!("slidegate_service_request_duration_seconds", "api" => api.label())
+        .record(started.elapsed().as_secs_f64());
+    if matches!(outcome, Ok(answer) if answer.degraded) {
+        metrics::counter!("slidegate_service_degraded_total", "api" => api.label()).increment(1);
+    }
+}
+
+/// Records a reload's result.
+pub(crate) fn reload(ok: bool) {
+    metrics::counter!("slidegate_config_reloads_total", "result" => if ok { "ok" } else { "error" })
+        .increment(1);
+}
