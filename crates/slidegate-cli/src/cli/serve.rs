@@ -28,7 +28,7 @@ pub struct ServeArgs {
     pub check: bool,
 
     /// Where counters live: `memory` (the default: one process), or a Redis
-    /// URL — `redis://[user:password@]host:port/`, `rediss://…` (TLS),
+    /// URL — `redis://[user:password@]host:port/`,
     /// `redis+cluster://host:port,host:port/`,
     /// `redis+sentinel://host:port/<primary>`; given several times,
     /// `redis://` URLs of the nodes of one Cluster. Every service sharing
