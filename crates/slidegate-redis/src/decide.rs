@@ -99,6 +99,16 @@ impl Store for RedisStore {
         Ok(MultiDecision::from_decisions(decisions.into_iter().flatten().collect()))
     }
 
+    /// `entry/reset.lua`: the state, violation and ban keys, deleted in
+    /// one call (they share the identity's slot).
+    async fn reset(&self, request: &Request<'_>) -> Result<bool, Error> {
+        let keys = crate::keys::keys_of(self.prefix(), request.rule(), request.identity().as_str());
+        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let call = crate::calls::Call::new(self.scripts().reset(), &key_refs);
+        let reply = self.send(&call).await?;
+        Ok(reply.first().is_some_and(|&n| n > 0))
+    }
+
     async fn check_batch(&self, requests: &[Request<'_>]) -> Vec<Result<Decision, Error>> {
         crate::batch::check_batch(self, requests).await
     }

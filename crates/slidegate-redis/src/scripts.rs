@@ -148,6 +148,9 @@ pub const MULTI: &str = concat!(
 /// (`entry/release.lua`; cross-slot multi-dimension checks in a Cluster).
 pub const RELEASE: &str = concat!(all_algorithms!(), lua!("entry/release.lua"));
 
+/// Full source of the script forgetting a key's state (`entry/reset.lua`).
+pub const RESET: &str = lua!("entry/reset.lua");
+
 /// The scripts, with their SHA1 computed once.
 #[derive(Debug)]
 pub(crate) struct Scripts {
@@ -158,6 +161,7 @@ pub(crate) struct Scripts {
     check: Script,
     release: Script,
     multi: Script,
+    reset: Script,
 }
 
 impl Scripts {
@@ -170,6 +174,7 @@ impl Scripts {
             check: Script::new(CHECK),
             release: Script::new(RELEASE),
             multi: Script::new(MULTI),
+            reset: Script::new(RESET),
         }
     }
 
@@ -188,9 +193,23 @@ impl Scripts {
         &self.multi
     }
 
+    /// The reset script.
+    pub(crate) fn reset(&self) -> &Script {
+        &self.reset
+    }
+
     /// Every script, for loading at connect time.
-    pub(crate) fn all(&self) -> [&Script; 7] {
-        [&self.log, &self.counter, &self.fixed, &self.gcra, &self.check, &self.release, &self.multi]
+    pub(crate) fn all(&self) -> [&Script; 8] {
+        [
+            &self.log,
+            &self.counter,
+            &self.fixed,
+            &self.gcra,
+            &self.check,
+            &self.release,
+            &self.multi,
+            &self.reset,
+        ]
     }
 
     /// The script enforcing `algorithm`.

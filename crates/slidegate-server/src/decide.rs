@@ -121,6 +121,25 @@ impl Decider {
             metrics::counter!("slidegate_service_unknown_domain_total").increment(1);
             return Ok(no_limits(count));
         };
+        let mut items = self.items(domain, request)?;
+        // `replaces`: across the whole request, by name.
+        let replaced: HashSet<String> = items.iter().flat_map(|i| i.limit.replaces.iter().cloned()).collect();
+        if !replaced.is_empty() {
+            items.retain(|i| i.limit.name.as_ref().is_none_or(|name| !replaced.contains(name)));
+        }
+
+        let denied = self.decide(&mut items, mode).await?;
+        let degraded = items.iter().any(|i| i.outcome.is_some_and(|d| d.state == State::Degraded));
+        if degraded && self.on_store_failure == OnStoreFailure::Unavailable {
+            return Err(CheckError::Unavailable(
+                "the rate-limit store failed and --on-store-failure is `unavailable`".into(),
+            ));
+        }
+        Ok(answer(domain.name(), count, items, denied, degraded))
+    }
+
+    /// The limits `request`'s descriptors meet in `domain`, one item each.
+    fn items(&self, domain: &crate::config::Domain, request: &CheckRequest) -> Result<Vec<Item>, CheckError> {
         let mut items = Vec::new();
         for (index, descriptor) in request.descriptors.iter().enumerate() {
             let entries: Vec<(&str, &str)> =
@@ -163,20 +182,33 @@ impl Decider {
                 });
             }
         }
-        // `replaces`: across the whole request, by name.
-        let replaced: HashSet<String> = items.iter().flat_map(|i| i.limit.replaces.iter().cloned()).collect();
-        if !replaced.is_empty() {
-            items.retain(|i| i.limit.name.as_ref().is_none_or(|name| !replaced.contains(name)));
-        }
+        Ok(items)
+    }
 
-        let denied = self.decide(&mut items, mode).await?;
-        let degraded = items.iter().any(|i| i.outcome.is_some_and(|d| d.state == State::Degraded));
-        if degraded && self.on_store_failure == OnStoreFailure::Unavailable {
-            return Err(CheckError::Unavailable(
-                "the rate-limit store failed and --on-store-failure is `unavailable`".into(),
-            ));
+    /// Forgets the counters of every limit `request`'s descriptors meet (an
+    /// operator's reset: the next request starts from a full quota).
+    /// Returns how many counters held something.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError::Invalid`] for a malformed request;
+    /// [`CheckError::Unavailable`] when the store failed.
+    pub async fn reset(&self, request: &CheckRequest) -> Result<usize, CheckError> {
+        request.validate()?;
+        let config: Arc<Config> = self.rules.current();
+        let Some(domain) = config.domain(&request.domain) else { return Ok(0) };
+        let mut reset = 0;
+        for item in self.items(domain, request)? {
+            let Some(rule) = item.rule() else { continue };
+            match self.limiter.reset(rule, &item.identity).await {
+                Ok(held) => reset += usize::from(held),
+                Err(error) if error.kind() == slidegate::ErrorKind::InvalidKey => {
+                    return Err(invalid(&error));
+                }
+                Err(error) => return Err(CheckError::Unavailable(error.to_string())),
+            }
         }
-        Ok(answer(domain.name(), count, items, denied, degraded))
+        Ok(reset)
     }
 
     /// Fills every item's outcome; returns whether an enforced limit denied.

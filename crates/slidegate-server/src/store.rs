@@ -47,6 +47,13 @@ impl Store for ServiceStore {
         }
     }
 
+    async fn reset(&self, request: &Request<'_>) -> Result<bool, Error> {
+        match self {
+            ServiceStore::Memory(store) => store.reset(request).await,
+            ServiceStore::Redis(store) => store.reset(request).await,
+        }
+    }
+
     async fn check_batch(&self, requests: &[Request<'_>]) -> Vec<Result<Decision, Error>> {
         match self {
             ServiceStore::Memory(store) => store.check_batch(requests).await,

@@ -49,6 +49,21 @@ async fn deny_cache_answers_repeated_denials_locally_and_exactly() {
 }
 
 #[tokio::test]
+async fn a_reset_forgets_the_cached_denial_too() {
+    let (limiter, remote, _) = setup(FailurePolicy::FailClosed);
+    let r = rule(2);
+    limiter.check_n(&r, "k", 2).await.expect("admit");
+    assert!(!limiter.check(&r, "k").await.expect("deny").allowed);
+    assert_eq!(limiter.check(&r, "k").await.expect("cached").source, Source::DenyCache);
+    assert!(limiter.reset(&r, "k").await.expect("reset"), "the store kept charges");
+    let calls = remote.calls();
+    let fresh = limiter.check(&r, "k").await.expect("admit");
+    assert!(fresh.allowed && fresh.source == Source::Store, "asked the store again");
+    assert_eq!((remote.calls(), fresh.remaining), (calls + 1, 1));
+    assert_eq!(limiter.reset(&r, "").await.unwrap_err().kind(), slidegate::ErrorKind::InvalidKey);
+}
+
+#[tokio::test]
 async fn with_a_penalty_only_bans_are_cached() {
     let (limiter, remote, _) = setup(FailurePolicy::FailClosed);
     let penalty = slidegate::Penalty::new(Duration::from_secs(60))

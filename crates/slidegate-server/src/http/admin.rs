@@ -6,7 +6,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::{AppState, error};
+use super::check::parse_check;
+use super::{AppState, bad_request, check_error, error};
 
 /// Whether `headers` carry the admin token.
 fn authorized(app: &AppState, headers: &HeaderMap) -> bool {
@@ -50,6 +51,29 @@ pub(super) async fn reload(State(app): State<AppState>, headers: HeaderMap) -> R
             })),
         )
             .into_response(),
+    }
+}
+
+/// `DELETE /v1/state`: forgets the counters of the limits a request (the
+/// body of `/v1/check`) meets — e.g. a customer blocked by mistake.
+pub(super) async fn reset(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if !authorized(&app, &headers) {
+        return error(StatusCode::UNAUTHORIZED, "admin token missing or wrong");
+    }
+    let request = match parse_check(&body) {
+        Ok(request) => request,
+        Err(message) => return bad_request(message),
+    };
+    match app.decider.reset(&request).await {
+        Ok(reset) => {
+            tracing::info!(target: "slidegate", domain = request.domain, reset, "counters reset by the admin API");
+            axum::Json(json!({ "result": "ok", "reset": reset })).into_response()
+        }
+        Err(e) => check_error(&e),
     }
 }
 

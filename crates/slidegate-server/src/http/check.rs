@@ -44,6 +44,24 @@ struct CheckDescriptor {
     hits_addend: Option<u64>,
 }
 
+/// A `/v1/check` body as a request.
+pub(super) fn parse_check(body: &[u8]) -> Result<CheckRequest, String> {
+    let request: CheckBody = parse_body(body)?;
+    Ok(CheckRequest {
+        domain: request.domain,
+        descriptors: request
+            .descriptors
+            .into_iter()
+            .map(|d| RequestDescriptor {
+                entries: d.entries.into_iter().map(|e| (e.key, e.value)).collect(),
+                hits_addend: d.hits_addend,
+                limit: None,
+            })
+            .collect(),
+        hits_addend: request.hits_addend.unwrap_or(0),
+    })
+}
+
 /// `POST /v1/check`.
 pub(super) async fn check(State(app): State<AppState>, body: Bytes) -> Response {
     answer(app, &body, Mode::Charge).await
@@ -57,25 +75,12 @@ pub(super) async fn peek(State(app): State<AppState>, body: Bytes) -> Response {
 async fn answer(app: AppState, body: &[u8], mode: Mode) -> Response {
     let started = Instant::now();
     let api = if mode == Mode::Peek { Api::Peek } else { Api::Check };
-    let request: CheckBody = match parse_body(body) {
-        Ok(request) => request,
+    let check = match parse_check(body) {
+        Ok(check) => check,
         Err(message) => {
             observe(api, &Err(CheckError::Invalid(message.clone())), started);
             return bad_request(message);
         }
-    };
-    let check = CheckRequest {
-        domain: request.domain,
-        descriptors: request
-            .descriptors
-            .into_iter()
-            .map(|d| RequestDescriptor {
-                entries: d.entries.into_iter().map(|e| (e.key, e.value)).collect(),
-                hits_addend: d.hits_addend,
-                limit: None,
-            })
-            .collect(),
-        hits_addend: request.hits_addend.unwrap_or(0),
     };
     let outcome = app.decider.check(&check, mode).await;
     observe(api, &outcome, started);

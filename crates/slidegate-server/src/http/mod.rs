@@ -1,7 +1,8 @@
 //! The HTTP API (axum): `/json` (envoy ratelimit's JSON form),
 //! `/v1/check` and `/v1/peek` (slidegate's own), `/v1/status`,
 //! `/v1/rules`, `/healthz`, `/readyz`, `/metrics`, and the admin surface
-//! (`POST /v1/reload`), which exists only when a token is configured.
+//! (`POST /v1/reload`, `DELETE /v1/state`), which exists only when a token
+//! is configured.
 
 mod admin;
 mod check;
@@ -14,7 +15,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::de::DeserializeOwned;
 use slidegate_tower::headers::Families;
@@ -53,7 +54,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/readyz", get(status::readyz))
         .route("/metrics", get(status::metrics));
     if state.admin_token.is_some() {
-        router = router.route("/v1/reload", post(admin::reload));
+        router = router.route("/v1/reload", post(admin::reload)).route("/v1/state", delete(admin::reset));
     }
     router.layer(DefaultBodyLimit::max(MAX_BODY_BYTES)).with_state(state)
 }

@@ -79,6 +79,8 @@ where
     let (s, c) = fresh().await;
     peek::peeks_count_no_violation(&s, &c).await;
     let (s, c) = fresh().await;
+    peek::resets_forget_one_key(&s, &c).await;
+    let (s, c) = fresh().await;
     dimensions::batch_in_order(&s, &c).await;
     let (s, c) = fresh().await;
     limit_changes::limit_changes_keep_every_charge(&s, &c).await;

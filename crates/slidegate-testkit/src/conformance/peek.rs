@@ -1,5 +1,6 @@
-//! Peeks: the verdict a check would give, charging nothing and counting no
-//! violation — the same in every store and algorithm.
+//! Peeks — the verdict a check would give, charging nothing and counting no
+//! violation — and resets, which forget one key: the operator's tools, the
+//! same in every store and algorithm.
 
 use std::time::Duration;
 
@@ -76,5 +77,34 @@ pub async fn peeks_count_no_violation<S: Store>(store: &S, clock: &ManualClock) 
     clock.advance(Duration::from_secs(2));
     let warned = peek(store, &[(&r, "eve", 1)]).await;
     assert_eq!((warned.decisions[0].state, warned.decisions[0].violations), (State::Warned, 2));
+    clock.advance(Duration::from_secs(20));
+}
+
+/// A reset forgets the charges, violations and ban of one rule and
+/// identity, and nothing else.
+pub async fn resets_forget_one_key<S: Store>(store: &S, clock: &ManualClock) {
+    use slidegate::store::Request;
+    for algorithm in algorithms(10) {
+        clock.set((clock.now_ms() / 1000 + 1) * 1000);
+        let r = rule(2, 1000, algorithm).named(&format!("reset-{}", algorithm.short_name())).expect("name");
+        let request = |key| Request::new(&r, key, 1).expect("request");
+        assert!(!store.reset(&request("k")).await.expect("reset"), "{r}: nothing kept yet");
+        for key in ["k", "other"] {
+            assert!(ok(store, &r, key, 2).await.allowed, "{r}");
+        }
+        assert!(store.reset(&request("k")).await.expect("reset"), "{r}");
+        assert_eq!(ok(store, &r, "k", 2).await.remaining, 0, "{r}: a full quota again");
+        assert!(!ok(store, &r, "other", 1).await.allowed, "{r}: other keys keep theirs");
+    }
+    let banned = escalating(slidegate::Algorithm::SlidingLog);
+    clock.set((clock.now_ms() / 1000 + 1) * 1000);
+    while ok(store, &banned, "mallory", 1).await.state != State::Banned {}
+    assert!(store.reset(&Request::new(&banned, "mallory", 1).expect("request")).await.expect("reset"));
+    let free = ok(store, &banned, "mallory", 1).await;
+    assert_eq!(
+        (free.allowed, free.state, free.violations),
+        (true, State::Allowed, 0),
+        "ban and violations gone"
+    );
     clock.advance(Duration::from_secs(20));
 }

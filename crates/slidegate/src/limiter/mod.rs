@@ -280,6 +280,33 @@ impl<S: Store> Limiter<S> {
         self.decide_batch(requests).await
     }
 
+    /// Forgets everything `rule` keeps for `key` — its charges, and a
+    /// penalty's violations and ban — in the store, the deny cache and the
+    /// fallback store: the next request starts from a full quota (an
+    /// operator's reset, e.g. after a false positive). Returns whether the
+    /// store kept anything.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidKey`](crate::ErrorKind::InvalidKey) for an empty key; a store
+    /// failure (not answered by the failure policy: nothing was reset).
+    pub async fn reset(&self, rule: &Rule, key: &str) -> Result<bool, Error> {
+        let request = crate::store::Request::new(rule, key, 1)?;
+        let inner = &*self.inner;
+        if let Some(cache) = &inner.deny_cache {
+            cache.forget(rule, request.identity().as_str());
+        }
+        inner.fallback.reset_sync(&request);
+        let reset = inner.store.reset(&request);
+        if inner.store.is_local() {
+            return reset.await;
+        }
+        match tokio::time::timeout(inner.deadline, reset).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::new(crate::ErrorKind::Timeout, "the store did not reset in time")),
+        }
+    }
+
     /// Turns limiting on or off for this limiter and all its clones, at run
     /// time (e.g. while Redis is overloaded). While off, every check is
     /// admitted as [`State::Disabled`](crate::State::Disabled) without asking

@@ -263,6 +263,21 @@ impl MemoryStore {
         Ok(MultiDecision::from_decisions(decisions))
     }
 
+    /// [`Store::reset`], synchronously: removes the key's entry.
+    pub fn reset_sync(&self, request: &Request<'_>) -> bool {
+        let (rule, identity) = (request.rule(), request.identity().as_str());
+        let hash = self.hash(rule, identity);
+        let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
+        let prefix = rule.state_prefix();
+        match shard.map.find_entry(hash, |(key, _)| key.is(prefix, identity)) {
+            Ok(found) => {
+                found.remove();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// The hash of `rule`'s key for `identity` (an encoded identity).
     fn hash(&self, rule: &Rule, identity: &str) -> u64 {
         key::hash(&self.inner.hasher, rule.state_prefix(), identity.as_bytes())
@@ -331,6 +346,10 @@ impl Store for MemoryStore {
 
     async fn peek_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
         self.peek_all_sync(dimensions)
+    }
+
+    async fn reset(&self, request: &Request<'_>) -> Result<bool, Error> {
+        Ok(self.reset_sync(request))
     }
 
     fn is_local(&self) -> bool {

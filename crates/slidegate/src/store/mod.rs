@@ -80,6 +80,22 @@ pub trait Store: Send + Sync + 'static {
         async { Err(Error::new(ErrorKind::Backend, "this store cannot answer without charging (peek)")) }
     }
 
+    /// Forgets everything `request`'s rule keeps for its identity — the
+    /// charges, and a penalty's violations and ban — as if it had never
+    /// been seen (an operator's reset). Returns whether anything was kept.
+    /// The request's cost is not used.
+    ///
+    /// The default refuses with [`ErrorKind::Backend`]; both stores of
+    /// slidegate implement it.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn reset(&self, request: &Request<'_>) -> impl Future<Output = Result<bool, Error>> + Send {
+        let _ = request;
+        async { Err(Error::new(ErrorKind::Backend, "this store cannot reset a key's state")) }
+    }
+
     /// Decides many independent requests; the results are in input order,
     /// one per request. The default asks one at a time; the Redis store
     /// sends the whole batch in one round trip (per Cluster slot).
@@ -115,6 +131,10 @@ pub trait Store: Send + Sync + 'static {
 }
 
 impl<S: Store> Store for std::sync::Arc<S> {
+    fn reset(&self, request: &Request<'_>) -> impl Future<Output = Result<bool, Error>> + Send {
+        (**self).reset(request)
+    }
+
     fn peek_all(
         &self,
         dimensions: &Dimensions<'_>,

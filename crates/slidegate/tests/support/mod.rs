@@ -77,6 +77,11 @@ impl Store for Remote {
         self.state.peek_all(dimensions).await
     }
 
+    async fn reset(&self, request: &Request<'_>) -> Result<bool, Error> {
+        self.reach().await?;
+        self.state.reset(request).await
+    }
+
     fn releases_charges(&self) -> bool {
         self.releases.load(Ordering::SeqCst)
     }
