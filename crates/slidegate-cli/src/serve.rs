@@ -24,11 +24,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     init_logging(args.log_format);
     let store = match StoreSpec::from_many(&args.stores)? {
+        StoreSpec::Memory if args.tls_ca_file.is_some() => bail!("--tls-ca-file applies to a Redis --store"),
         StoreSpec::Memory => ServiceStore::Memory(MemoryStore::new()),
         StoreSpec::Redis { url } => {
             let mut builder = slidegate_redis::RedisStore::builder(&url);
             if let Some(prefix) = &args.prefix {
                 builder = builder.prefix(prefix.clone());
+            }
+            if let Some(ca) = &args.tls_ca_file {
+                builder = builder.tls_ca_file(ca.clone());
             }
             ServiceStore::Redis(builder.connect().await?)
         }

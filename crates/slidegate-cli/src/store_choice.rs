@@ -33,7 +33,14 @@ impl FromStr for StoreSpec {
             return Ok(StoreSpec::Memory);
         }
         let lower = text.to_ascii_lowercase();
-        const SCHEMES: [&str; 4] = ["redis://", "rediss://", "redis+cluster://", "redis+sentinel://"];
+        const SCHEMES: [&str; 6] = [
+            "redis://",
+            "rediss://",
+            "redis+cluster://",
+            "rediss+cluster://",
+            "redis+sentinel://",
+            "rediss+sentinel://",
+        ];
         if SCHEMES.iter().any(|scheme| lower.starts_with(scheme)) {
             return Ok(StoreSpec::Redis { url: text.to_owned() });
         }

@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use slidegate_testkit::{RedisServer, free_port};
+use slidegate_testkit::{Pki, RedisServer, TlsServer, free_port};
 
 const BIN: &str = env!("CARGO_BIN_EXE_slidegate");
 
@@ -168,4 +168,39 @@ fn runs_on_the_embedded_store_without_redis() {
     let status = serve.get("/v1/status").expect("status");
     assert!(status.contains("\"kind\":\"memory\""), "{status}");
     assert!(serve.terminate().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_from_redis_over_tls_as_an_acl_user() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let redis = TlsServer::start(dir.path(), &Pki::new()).expect("redis-server with TLS");
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, RULES).expect("write");
+    let ca = redis.ca_file.to_string_lossy().into_owned();
+    let mut serve = Serve::start(&rules, &["--store", &redis.url(), "--tls-ca-file", &ca]);
+    let mut client =
+        RateLimitServiceClient::connect(format!("http://127.0.0.1:{}", serve.grpc)).await.expect("connect");
+    let answer = client.should_rate_limit(request()).await.expect("answer").into_inner();
+    assert_eq!((answer.overall_code, answer.statuses[0].limit_remaining), (1, 49));
+    let status = serve.get("/v1/status").expect("status");
+    assert!(status.contains("\"kind\":\"redis\""), "{status}");
+    assert!(serve.terminate().success());
+
+    // A CA that did not sign the server's certificate: `serve` refuses to
+    // start, saying why, instead of hanging.
+    let other = dir.path().join("other.pem");
+    std::fs::write(&other, Pki::new().ca_pem).expect("write");
+    let output = Command::new(BIN)
+        .arg("serve")
+        .arg("--rules")
+        .arg(&rules)
+        .args(["--store", &redis.url(), "--tls-ca-file"])
+        .arg(&other)
+        .args(["--grpc", "off", "--http", "off"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr).to_lowercase();
+    assert!(stderr.contains("certificate"), "{stderr}");
+    assert!(!stderr.contains("s3cret"), "no password in messages: {stderr}");
 }

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use crate::now::ClientClock;
 use crate::scripts::Scripts;
 use crate::sentinel::SentinelPool;
 use crate::store::{Inner, RedisStore};
+use crate::tls::Roots;
 use crate::url::redact_url;
 
 /// Default key prefix.
@@ -47,6 +49,9 @@ pub struct RedisStoreBuilder {
     cluster_connections: usize,
     max_in_flight: usize,
     auto_batch: usize,
+    /// A PEM file of the CA certificates to trust for TLS, instead of the
+    /// system's.
+    tls_ca_file: Option<PathBuf>,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -59,6 +64,7 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("auto_batch", &self.auto_batch)
+            .field("tls_ca_file", &self.tls_ca_file)
             .finish_non_exhaustive()
     }
 }
@@ -78,6 +84,25 @@ pub(crate) fn describe(topology: &Result<Topology, Error>) -> String {
 }
 
 impl RedisStoreBuilder {
+    /// The roots to trust: the CA file's, or the system's.
+    fn roots(&self) -> Result<Roots, Error> {
+        let Some(file) = &self.tls_ca_file else { return Ok(Roots::default()) };
+        let pem = std::fs::read(file).map_err(|e| {
+            Error::with_source(
+                ErrorKind::InvalidConfig,
+                format!("cannot read the TLS CA file {}", file.display()),
+                e,
+            )
+        })?;
+        if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("the TLS CA file {} holds no PEM certificate", file.display()),
+            ));
+        }
+        Ok(Roots(Some(Arc::new(pem))))
+    }
+
     pub(crate) fn new(topology: Result<Topology, Error>) -> Self {
         RedisStoreBuilder {
             topology,
@@ -89,6 +114,7 @@ impl RedisStoreBuilder {
             cluster_connections: DEFAULT_CLUSTER_CONNECTIONS,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             auto_batch: DEFAULT_AUTO_BATCH,
+            tls_ca_file: None,
         }
     }
 
@@ -97,6 +123,15 @@ impl RedisStoreBuilder {
     /// [`connect`](Self::connect) (see [`check_prefix`](crate::check_prefix)).
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
+        self
+    }
+
+    /// Trusts the CA certificates in `pem_file` (PEM) for TLS
+    /// (`rediss://…`), instead of the system's roots: a managed Redis with
+    /// a private CA, or a test's own. Read by [`connect`](Self::connect).
+    /// Needs the `tls` feature.
+    pub fn tls_ca_file(mut self, pem_file: impl Into<PathBuf>) -> Self {
+        self.tls_ca_file = Some(pem_file.into());
         self
     }
 
@@ -196,31 +231,55 @@ impl RedisStoreBuilder {
     pub async fn connect(self) -> Result<RedisStore, Error> {
         check_prefix(&self.prefix)?;
         let described = describe(&self.topology);
-        let backend = match self.topology? {
-            Topology::Standalone(url) => {
-                Backend::Standalone(standalone(&url, self.connect_timeout, self.response_timeout).await?)
+        let roots = self.roots()?;
+        let topology = self.topology?;
+        if topology.uses_tls() {
+            if !cfg!(feature = "tls") {
+                return Err(Error::new(
+                    ErrorKind::InvalidConfig,
+                    format!("{described}: TLS needs slidegate-redis' `tls` feature"),
+                ));
             }
+            crate::tls::install_provider();
+        }
+        let backend = match topology {
+            Topology::Standalone(url) => Backend::Standalone(
+                standalone(&url, self.connect_timeout, self.response_timeout, &roots).await?,
+            ),
             Topology::Cluster(nodes) => {
-                let client = ClusterClientBuilder::new(nodes)
+                let builder = ClusterClientBuilder::new(nodes)
                     .connection_timeout(self.connect_timeout)
                     .response_timeout(self.response_timeout)
                     .tcp_settings(TcpSettings::default().set_nodelay(true))
-                    .retries(3)
-                    .build()
-                    .map_err(|e| {
-                        Error::with_source(ErrorKind::InvalidConfig, "invalid cluster node URL", e)
-                    })?;
+                    .retries(3);
+                #[cfg(feature = "tls")]
+                let builder = match roots.certificates() {
+                    Some(certificates) => builder.certs(certificates),
+                    None => builder,
+                };
+                let client = builder.build().map_err(|e| {
+                    Error::with_source(ErrorKind::InvalidConfig, "invalid cluster node URL", e)
+                })?;
                 let pool = ClusterPool::connect(client, self.cluster_connections, self.max_in_flight)
                     .await
                     .map_err(|e| from_redis(&format!("connecting to {described}"), &e))?;
                 Backend::Cluster(Box::new(pool))
             }
-            Topology::Sentinel { sentinels, master, userinfo, db } => {
+            Topology::Sentinel { sentinels, master, userinfo, db, tls } => {
                 let (connect, response) = (self.connect_timeout, self.response_timeout);
-                let pool = SentinelPool::connect(sentinels, master, userinfo, db, move |url: String| {
-                    Box::pin(async move { manager(&url, connect, response).await })
-                        as Pin<Box<dyn Future<Output = redis::RedisResult<ConnectionManager>> + Send>>
-                })
+                let primary_roots = roots.clone();
+                let pool = SentinelPool::connect(
+                    sentinels,
+                    master,
+                    userinfo,
+                    db,
+                    (tls, roots),
+                    move |url: String| {
+                        let roots = primary_roots.clone();
+                        Box::pin(async move { manager(&url, connect, response, &roots).await })
+                            as Pin<Box<dyn Future<Output = redis::RedisResult<ConnectionManager>> + Send>>
+                    },
+                )
                 .await
                 .map_err(|e| from_redis(&format!("connecting to {described}"), &e))?;
                 Backend::Sentinel(Arc::new(pool))
@@ -251,20 +310,33 @@ impl RedisStoreBuilder {
     }
 }
 
-async fn standalone(url: &str, connect: Duration, response: Duration) -> Result<ConnectionManager, Error> {
+async fn standalone(
+    url: &str,
+    connect: Duration,
+    response: Duration,
+    roots: &Roots,
+) -> Result<ConnectionManager, Error> {
     let shown = redact_url(url);
-    redis::Client::open(url).map_err(|e| {
+    roots.client(url).map_err(|e| {
         Error::with_source(ErrorKind::InvalidConfig, format!("invalid Redis URL {shown:?}"), e)
     })?;
-    manager(url, connect, response).await.map_err(|e| from_redis(&format!("connecting to {shown}"), &e))
+    manager(url, connect, response, roots)
+        .await
+        .map_err(|e| from_redis(&format!("connecting to {shown}"), &e))
 }
 
-/// A reconnecting connection to one server, with TCP_NODELAY and timeouts.
-async fn manager(url: &str, connect: Duration, response: Duration) -> redis::RedisResult<ConnectionManager> {
+/// A reconnecting connection to one server, with TCP_NODELAY and timeouts
+/// (and TLS when the URL says so, trusting `roots`).
+async fn manager(
+    url: &str,
+    connect: Duration,
+    response: Duration,
+    roots: &Roots,
+) -> redis::RedisResult<ConnectionManager> {
     let client = redis::Client::open(url)?;
     let info =
         client.get_connection_info().clone().set_tcp_settings(TcpSettings::default().set_nodelay(true));
-    let client = redis::Client::open(info)?;
+    let client = roots.client(info)?;
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(connect))
         .set_response_timeout(Some(response))
@@ -283,7 +355,10 @@ impl RedisStore {
     ///   — the primary a set of sentinels names, followed across failovers
     ///   (the password is the primary's; sentinels are asked without one).
     ///
-    /// `rediss://` (TLS) is not enabled in this build.
+    /// `rediss://`, `rediss+cluster://` and `rediss+sentinel://` speak TLS
+    /// (the `tls` feature), trusting the system's roots or
+    /// [`tls_ca_file`](RedisStoreBuilder::tls_ca_file); ACL users log in as
+    /// `redis://user:password@host:port/`.
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
         RedisStoreBuilder::new(parse_topology(&url.into()))
     }

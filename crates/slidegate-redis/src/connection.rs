@@ -77,7 +77,20 @@ pub(crate) enum Topology {
         userinfo: String,
         /// The database on the primary.
         db: i64,
+        /// `rediss+sentinel://`: sentinels and primary over TLS.
+        tls: bool,
     },
+}
+
+impl Topology {
+    /// Whether it speaks TLS.
+    pub(crate) fn uses_tls(&self) -> bool {
+        match self {
+            Topology::Standalone(url) => url.to_ascii_lowercase().starts_with("rediss://"),
+            Topology::Cluster(nodes) => nodes.iter().any(|n| n.to_ascii_lowercase().starts_with("rediss://")),
+            Topology::Sentinel { tls, .. } => *tls,
+        }
+    }
 }
 
 /// Splits `[userinfo@]h:p,h:p` into the user info (with its `@`) and hosts.
@@ -97,8 +110,10 @@ fn split_hosts(authority: &str) -> (String, Vec<String>) {
 pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
     let trimmed = url.trim();
     let lower = trimmed.to_ascii_lowercase();
-    if lower.starts_with("redis+cluster://") {
-        let rest = &trimmed["redis+cluster://".len()..];
+    let cluster = ["redis+cluster://", "rediss+cluster://"].into_iter().find(|s| lower.starts_with(s));
+    if let Some(scheme) = cluster {
+        let node_scheme = if scheme.starts_with("rediss") { "rediss" } else { "redis" };
+        let rest = &trimmed[scheme.len()..];
         let (authority, _path) = rest.split_once('/').unwrap_or((rest, ""));
         let (userinfo, hosts) = split_hosts(authority);
         if hosts.is_empty() {
@@ -110,10 +125,14 @@ pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
                 ),
             ));
         }
-        return Ok(Topology::Cluster(hosts.iter().map(|h| format!("redis://{userinfo}{h}/")).collect()));
+        return Ok(Topology::Cluster(
+            hosts.iter().map(|h| format!("{node_scheme}://{userinfo}{h}/")).collect(),
+        ));
     }
-    if lower.starts_with("redis+sentinel://") {
-        let rest = &trimmed["redis+sentinel://".len()..];
+    let sentinel = ["redis+sentinel://", "rediss+sentinel://"].into_iter().find(|s| lower.starts_with(s));
+    if let Some(scheme) = sentinel {
+        let tls = scheme.starts_with("rediss");
+        let rest = &trimmed[scheme.len()..];
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         let (userinfo, hosts) = split_hosts(authority);
         let mut parts = path.split('/').filter(|p| !p.is_empty());
@@ -136,8 +155,9 @@ pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
                 ),
             ));
         }
-        let sentinels = hosts.iter().map(|h| format!("redis://{h}/")).collect();
-        return Ok(Topology::Sentinel { sentinels, master, userinfo, db });
+        let node_scheme = if tls { "rediss" } else { "redis" };
+        let sentinels = hosts.iter().map(|h| format!("{node_scheme}://{h}/")).collect();
+        return Ok(Topology::Sentinel { sentinels, master, userinfo, db, tls });
     }
     if lower.starts_with("redis://") || lower.starts_with("rediss://") || lower.starts_with("redis+unix://") {
         return Ok(Topology::Standalone(trimmed.to_owned()));
@@ -146,7 +166,7 @@ pub(crate) fn parse_topology(url: &str) -> Result<Topology, Error> {
         ErrorKind::InvalidConfig,
         format!(
             "invalid Redis URL {:?}: expected redis://host:port/, redis+cluster://host:port,host:port/ \
-             or redis+sentinel://host:port,host:port/<primary name>",
+             or redis+sentinel://host:port,host:port/<primary name> (rediss… for TLS)",
             redact_url(url)
         ),
     ))
@@ -177,8 +197,20 @@ mod tests {
                 master: "mymaster".into(),
                 userinfo: ":pw@".into(),
                 db: 2,
+                tls: false,
             }
         );
+        assert_eq!(
+            parse_topology("rediss+cluster://u:pw@a:1,b:2/").unwrap(),
+            Topology::Cluster(vec!["rediss://u:pw@a:1/".into(), "rediss://u:pw@b:2/".into()])
+        );
+        let Topology::Sentinel { sentinels, tls, .. } = parse_topology("rediss+sentinel://s1:1/m").unwrap()
+        else {
+            panic!("a sentinel topology")
+        };
+        assert_eq!((sentinels, tls), (vec!["rediss://s1:1/".to_owned()], true));
+        assert!(parse_topology("rediss://h:1/").unwrap().uses_tls());
+        assert!(!parse_topology("redis+cluster://a:1").unwrap().uses_tls());
         assert!(parse_topology("redis+sentinel://s1:1/").unwrap_err().to_string().contains("primary name"));
         assert!(
             parse_topology("redis+sentinel://s1:1/m/x").unwrap_err().to_string().contains("not a number")

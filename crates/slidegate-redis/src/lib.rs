@@ -38,6 +38,7 @@ mod now;
 pub mod scripts;
 mod sentinel;
 mod store;
+mod tls;
 mod transport;
 mod url;
 

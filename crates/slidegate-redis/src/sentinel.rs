@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::tls::Roots;
 use redis::aio::ConnectionManager;
 use redis::{RedisError, RedisResult};
 
@@ -29,6 +30,10 @@ pub(crate) struct SentinelPool {
     /// User info (`user:password@` or empty) and database of the primary.
     userinfo: String,
     db: i64,
+    /// TLS to the primary (`rediss+sentinel://`), and the roots trusted
+    /// for it and the sentinels.
+    tls: bool,
+    roots: Roots,
     connect: Box<dyn Fn(String) -> ConnectFuture + Send + Sync>,
     current: Mutex<(String, ConnectionManager)>,
     resolving: AtomicBool,
@@ -47,16 +52,19 @@ impl SentinelPool {
         master: String,
         userinfo: String,
         db: i64,
+        (tls, roots): (bool, Roots),
         connect: impl Fn(String) -> ConnectFuture + Send + Sync + 'static,
     ) -> RedisResult<SentinelPool> {
-        let address = resolve(&sentinels, &master).await?;
-        let url = primary_url(&userinfo, &address, db);
+        let address = resolve(&sentinels, &master, &roots).await?;
+        let url = primary_url(tls, &userinfo, &address, db);
         let conn = connect(url).await?;
         Ok(SentinelPool {
             sentinels,
             master,
             userinfo,
             db,
+            tls,
+            roots,
             connect: Box::new(connect),
             current: Mutex::new((address, conn)),
             resolving: AtomicBool::new(false),
@@ -103,9 +111,9 @@ impl SentinelPool {
         self.last_resolve.store(now, Ordering::Relaxed);
         let pool = std::sync::Arc::clone(self);
         runtime.spawn(async move {
-            match resolve(&pool.sentinels, &pool.master).await {
+            match resolve(&pool.sentinels, &pool.master, &pool.roots).await {
                 Ok(address) if address != lock(&pool.current).0 => {
-                    match (pool.connect)(primary_url(&pool.userinfo, &address, pool.db)).await {
+                    match (pool.connect)(primary_url(pool.tls, &pool.userinfo, &address, pool.db)).await {
                         Ok(conn) => {
                             tracing::warn!(target: "slidegate", master = %pool.master, %address, "following a Sentinel failover to a new primary");
                             metrics::counter!("slidegate_sentinel_switches_total").increment(1);
@@ -147,11 +155,11 @@ pub(crate) fn failover_explains(error: &RedisError) -> bool {
 }
 
 /// `host:port` of the primary, from the first sentinel that knows it.
-async fn resolve(sentinels: &[String], master: &str) -> RedisResult<String> {
+async fn resolve(sentinels: &[String], master: &str, roots: &Roots) -> RedisResult<String> {
     let mut last = None;
     for sentinel in sentinels {
         let attempt = async {
-            let client = redis::Client::open(sentinel.as_str())?;
+            let client = roots.client(sentinel.as_str())?;
             let mut conn = client.get_multiplexed_async_connection().await?;
             let reply: Option<(String, String)> = redis::cmd("SENTINEL")
                 .arg("get-master-addr-by-name")
@@ -175,8 +183,9 @@ async fn resolve(sentinels: &[String], master: &str) -> RedisResult<String> {
     Err(last.unwrap_or_else(|| RedisError::from((redis::ErrorKind::Io, "no sentinel given"))))
 }
 
-fn primary_url(userinfo: &str, address: &str, db: i64) -> String {
-    format!("redis://{userinfo}{address}/{db}")
+fn primary_url(tls: bool, userinfo: &str, address: &str, db: i64) -> String {
+    let scheme = if tls { "rediss" } else { "redis" };
+    format!("{scheme}://{userinfo}{address}/{db}")
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

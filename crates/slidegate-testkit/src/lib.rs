@@ -22,8 +22,10 @@ mod fake_clock;
 mod redis_cluster;
 mod redis_sentinel;
 mod redis_server;
+mod tls;
 
 pub use fake_clock::FakeClock;
 pub use redis_cluster::{ClusterNode, RedisCluster};
 pub use redis_sentinel::{MASTER_NAME, RedisSentinel};
 pub use redis_server::{RedisServer, RedisServerBuilder, free_port};
+pub use tls::{Pki, TlsServer};

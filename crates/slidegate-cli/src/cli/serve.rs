@@ -28,8 +28,8 @@ pub struct ServeArgs {
     pub check: bool,
 
     /// Where counters live: `memory` (the default: one process), or a Redis
-    /// URL — `redis://[user:password@]host:port/`,
-    /// `redis+cluster://host:port,host:port/`,
+    /// URL — `redis://[user:password@]host:port/` (`rediss://` for TLS),
+    /// `redis+cluster://host:port,host:port/` (`rediss+cluster://`),
     /// `redis+sentinel://host:port/<primary>`; given several times,
     /// `redis://` URLs of the nodes of one Cluster. Every service sharing
     /// the store shares the limits.
@@ -41,6 +41,11 @@ pub struct ServeArgs {
         action = clap::ArgAction::Append
     )]
     pub stores: Vec<StoreSpec>,
+
+    /// A PEM file of the CA certificates to trust for TLS to Redis, instead
+    /// of the system's roots.
+    #[arg(long, value_name = "FILE", env = "SLIDEGATE_TLS_CA_FILE")]
+    pub tls_ca_file: Option<PathBuf>,
 
     /// Key prefix in Redis (services sharing limits use the same one).
     #[arg(long, env = "SLIDEGATE_PREFIX", value_parser = parse_key_prefix)]

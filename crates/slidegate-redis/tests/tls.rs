@@ -1,0 +1,78 @@
+//! TLS and ACL users: a real `redis-server` with a TLS port and
+//! certificates this test makes (rcgen), an ACL user; a wrong CA, a wrong
+//! password, a missing CA file are clear errors, not hangs.
+#![cfg(feature = "tls")]
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use slidegate::store::{Request, Store};
+use slidegate::{ErrorKind, Rule};
+use slidegate_redis::RedisStore;
+use slidegate_testkit::{Pki, TlsServer};
+
+fn rule() -> Rule {
+    Rule::per_minute(NonZeroU32::new(3).expect("3"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acl_user_over_tls_with_the_tests_ca() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = TlsServer::start(dir.path(), &Pki::new()).expect("redis-server with TLS");
+    let store = RedisStore::builder(server.url())
+        .tls_ca_file(&server.ca_file)
+        .prefix("t:tls:")
+        .connect()
+        .await
+        .expect("TLS connect as alice");
+    let r = rule();
+    let request = Request::new(&r, "k", 1).expect("request");
+    let mut admitted = 0;
+    for _ in 0..5 {
+        admitted += usize::from(store.check(&request).await.expect("check").allowed);
+    }
+    assert_eq!(admitted, 3, "exactly the limit, over TLS");
+}
+
+/// A connection attempt bounded by a generous guard: it must end, with an
+/// error of its own, long before.
+async fn connect_error(builder: slidegate_redis::RedisStoreBuilder) -> slidegate::Error {
+    tokio::time::timeout(Duration::from_secs(30), builder.connect())
+        .await
+        .expect("an error, not a hang")
+        .expect_err("the connection must fail")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_ca_a_wrong_password_and_a_missing_ca_file_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = TlsServer::start(dir.path(), &Pki::new()).expect("redis-server with TLS");
+    let port = server.tls_port;
+    let other = dir.path().join("other-ca.pem");
+    std::fs::write(&other, Pki::new().ca_pem).expect("write");
+    let url = server.url();
+
+    let wrong_ca = connect_error(RedisStore::builder(&url).tls_ca_file(&other)).await;
+    let text = format!("{wrong_ca:#}").to_lowercase();
+    assert!(text.contains("certificate") || text.contains("issuer") || text.contains("tls"), "{wrong_ca:#}");
+    assert!(!text.contains("s3cret"), "no password in messages: {wrong_ca:#}");
+
+    // The system's roots do not know the test's CA either.
+    let system_roots = connect_error(RedisStore::builder(&url)).await;
+    assert!(format!("{system_roots:#}").to_lowercase().contains("certificate"), "{system_roots:#}");
+
+    let wrong_password = connect_error(
+        RedisStore::builder(format!("rediss://alice:nope@127.0.0.1:{port}/"))
+            .tls_ca_file(dir.path().join("ca.pem")),
+    )
+    .await;
+    let text = format!("{wrong_password:#}");
+    assert!(text.contains("WRONGPASS") || text.to_lowercase().contains("auth"), "{text}");
+
+    let missing = connect_error(RedisStore::builder(&url).tls_ca_file(dir.path().join("missing.pem"))).await;
+    assert_eq!(missing.kind(), ErrorKind::InvalidConfig);
+    assert!(missing.to_string().contains("missing.pem"), "{missing}");
+    std::fs::write(dir.path().join("empty.pem"), "not a certificate").expect("write");
+    let empty = connect_error(RedisStore::builder(&url).tls_ca_file(dir.path().join("empty.pem"))).await;
+    assert!(empty.to_string().contains("no PEM certificate"), "{empty}");
+}

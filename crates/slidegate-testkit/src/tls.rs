@@ -1,0 +1,107 @@
+//! A `redis-server` speaking TLS, with certificates made on the spot
+//! (rcgen): a CA, a server certificate for 127.0.0.1 it signed, and the
+//! ACL user `alice` (password `s3cret`).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+
+use crate::{RedisServer, free_port};
+
+/// A new CA's certificate (PEM), and a server certificate and key (PEM)
+/// for `127.0.0.1` and `localhost` it signed.
+#[derive(Debug, Clone)]
+pub struct Pki {
+    /// The CA certificate clients trust.
+    pub ca_pem: String,
+    /// The server's certificate.
+    pub server_pem: String,
+    /// The server's private key.
+    pub server_key: String,
+}
+
+impl Pki {
+    /// Makes a CA and a server certificate.
+    ///
+    /// # Panics
+    ///
+    /// If rcgen fails (a test helper).
+    pub fn new() -> Pki {
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().expect("CA key")).expect("CA");
+        let server_key = KeyPair::generate().expect("server key");
+        let server = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("server parameters")
+            .signed_by(&server_key, &ca)
+            .expect("server certificate");
+        Pki { ca_pem: ca.pem(), server_pem: server.pem(), server_key: server_key.serialize_pem() }
+    }
+}
+
+impl Default for Pki {
+    fn default() -> Pki {
+        Pki::new()
+    }
+}
+
+/// A `redis-server` with a TLS port beside its plain one (which the
+/// readiness check uses), and the ACL user `alice` / `s3cret`.
+#[derive(Debug)]
+pub struct TlsServer {
+    /// The server (killed on drop).
+    pub server: RedisServer,
+    /// The TLS port.
+    pub tls_port: u16,
+    /// The CA certificate file to trust.
+    pub ca_file: PathBuf,
+}
+
+impl TlsServer {
+    /// Starts one, writing the certificates of `pki` into `dir`.
+    ///
+    /// # Errors
+    ///
+    /// When the files cannot be written or the server does not come up
+    /// (Debian's `redis-server` is built with TLS).
+    pub fn start(dir: &Path, pki: &Pki) -> io::Result<TlsServer> {
+        let write = |name: &str, text: &str| -> io::Result<String> {
+            let path = dir.join(name);
+            std::fs::write(&path, text)?;
+            Ok(path.to_string_lossy().into_owned())
+        };
+        let cert = write("server.pem", &pki.server_pem)?;
+        let key = write("server.key", &pki.server_key)?;
+        let ca = write("ca.pem", &pki.ca_pem)?;
+        let tls_port = free_port()?;
+        let mut builder = RedisServer::builder();
+        for arg in [
+            "--tls-port",
+            &tls_port.to_string(),
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            "no",
+            "--user",
+            "alice",
+            "on",
+            ">s3cret",
+            "~*",
+            "&*",
+            "+@all",
+        ] {
+            builder = builder.arg(arg);
+        }
+        Ok(TlsServer { server: builder.start()?, tls_port, ca_file: PathBuf::from(ca) })
+    }
+
+    /// `rediss://alice:s3cret@127.0.0.1:<tls port>/`.
+    pub fn url(&self) -> String {
+        format!("rediss://alice:s3cret@127.0.0.1:{}/", self.tls_port)
+    }
+}
