@@ -464,7 +464,10 @@ fn answer(domain: &str, count: usize, items: Vec<Item>, denied: bool, degraded: 
     for item in items {
         let Some(decision) = item.outcome else { continue };
         let status = &mut statuses[item.descriptor];
-        let stat_key = || item.stat_key.clone().unwrap_or_else(|| item.limit.stat_key.clone());
+        let stat_key = || match &item.stat_key {
+            Some(key) => crate::telemetry::bounded_value_key(key.clone()),
+            None => item.limit.stat_key.clone(),
+        };
         if !decision.allowed {
             if item.shadow {
                 status.shadow_over_limit = true;

@@ -55,3 +55,4 @@ pub use server::{Listeners, ServeError, ServerConfig, serve};
 pub use slidegate_tower::headers::Families as HeaderFamilies;
 pub use status::{ReloadRecord, ServiceStatus};
 pub use store::ServiceStore;
+pub use telemetry::MAX_VALUE_KEYS;

@@ -4,15 +4,19 @@
 //! * `slidegate_service_requests_total{api, code}` — `api` is `rls`,
 //!   `json`, `check` or `peek`; `code` is `ok`, `over_limit`, `invalid`
 //!   or `unavailable`;
-//! * `slidegate_service_request_duration_seconds{api}` — a histogram;
+//! * `slidegate_service_request_duration_seconds{api, code}` — a histogram;
 //! * `slidegate_service_degraded_total{api}` — answers a failure policy gave;
 //! * `slidegate_service_unknown_domain_total`, `slidegate_service_unmatched_total`
 //!   — requests for no configured domain, descriptors matching no limit;
 //! * `slidegate_service_over_limit_total{domain, limit}` and
 //!   `slidegate_shadow_over_limit_total{domain, limit}` — denials by limit
-//!   (its stats key, as envoy ratelimit names it);
+//!   (its stats key, as envoy ratelimit names it; keys named by request
+//!   values — `detailed_metric`, `value_to_metric` — are bounded: past
+//!   [`MAX_VALUE_KEYS`] distinct ones, `limit` is `_other`);
 //! * `slidegate_config_reloads_total{result}` — `ok` or `error`.
 
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use crate::request::{CheckAnswer, CheckError, Code};
@@ -46,7 +50,7 @@ pub(crate) fn observe(api: Api, outcome: &Result<CheckAnswer, CheckError>, start
         Err(CheckError::Unavailable(_)) => "unavailable",
     };
     metrics::counter!("slidegate_service_requests_total", "api" => api.label(), "code" => code).increment(1);
-    metrics::histogram!("slidegate_service_request_duration_seconds", "api" => api.label())
+    metrics::histogram!("slidegate_service_request_duration_seconds", "api" => api.label(), "code" => code)
         .record(started.elapsed().as_secs_f64());
     if matches!(outcome, Ok(answer) if answer.degraded) {
         metrics::counter!("slidegate_service_degraded_total", "api" => api.label()).increment(1);
@@ -57,4 +61,39 @@ pub(crate) fn observe(api: Api, outcome: &Result<CheckAnswer, CheckError>, start
 pub(crate) fn reload(ok: bool) {
     metrics::counter!("slidegate_config_reloads_total", "result" => if ok { "ok" } else { "error" })
         .increment(1);
+}
+
+/// The most distinct stats keys named by request values that label metrics:
+/// each is a time series the metrics endpoint keeps for the life of the
+/// process, and the values are whatever clients send.
+pub const MAX_VALUE_KEYS: usize = 1000;
+
+/// `key` if it is one of the first [`MAX_VALUE_KEYS`] stats keys named by
+/// request values, else `_other`.
+pub(crate) fn bounded_value_key(key: String) -> String {
+    static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+    let seen = seen.get_or_insert_with(HashSet::new);
+    if seen.contains(&key) {
+        return key;
+    }
+    if seen.len() >= MAX_VALUE_KEYS {
+        return "_other".to_owned();
+    }
+    seen.insert(key.clone());
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_keys_are_bounded() {
+        for i in 0..MAX_VALUE_KEYS {
+            assert_eq!(bounded_value_key(format!("d.user_{i}")), format!("d.user_{i}"));
+        }
+        assert_eq!(bounded_value_key("d.user_new".into()), "_other");
+        assert_eq!(bounded_value_key("d.user_7".into()), "d.user_7", "keys already seen stay");
+    }
 }
