@@ -6,12 +6,16 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use slidegate::{FailurePolicy, Limiter};
 use slidegate_tower::headers::Families;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
+use tokio::task::JoinSet;
 
 use crate::config::{Config, ConfigErrors, Rules};
 use crate::http::{AppState, MAX_BODY_BYTES, router};
@@ -134,7 +138,7 @@ fn prometheus() -> Option<PrometheusHandle> {
 /// # Errors
 ///
 /// [`ServeError::Config`] when the rules are invalid at start;
-/// [`ServeError::Io`] when a server fails.
+/// [`ServeError::Io`] when the rules cannot be read or watched.
 pub async fn serve(
     config: ServerConfig,
     listeners: Listeners,
@@ -165,28 +169,17 @@ pub async fn serve(
     let hangups = hangup_task(reloader.clone());
 
     let (drain, drained) = watch::channel(false);
-    let draining = move || {
-        let mut drained = drained.clone();
-        async move {
-            let _ = drained.wait_for(|d| *d).await;
-        }
-    };
-    let mut servers = tokio::task::JoinSet::new();
+    // Every connection of both APIs runs in this set: the drain waits for
+    // them, and the end of the grace period ends them.
+    let connections = Arc::new(std::sync::Mutex::new(JoinSet::new()));
+    let mut accepting = JoinSet::new();
     let (health, health_service) = tonic_health::server::health_reporter();
     if let Some(listener) = listeners.grpc {
         health.set_serving::<RateLimitServiceServer<Rls>>().await;
         let rls = RateLimitServiceServer::new(Rls::new(decider.clone(), config.headers))
             .max_decoding_message_size(MAX_BODY_BYTES);
-        let incoming = TcpListenerStream::new(listener);
-        let stop = draining();
-        servers.spawn(async move {
-            tonic::transport::Server::builder()
-                .add_service(health_service)
-                .add_service(rls)
-                .serve_with_incoming_shutdown(incoming, stop)
-                .await
-                .map_err(|e| format!("gRPC server: {e}"))
-        });
+        let grpc = tonic::service::Routes::new(health_service).add_service(rls).into_axum_router();
+        accepting.spawn(accept(listener, grpc, drained.clone(), connections.clone()));
     }
     if let Some(listener) = listeners.http {
         let app = router(AppState {
@@ -198,46 +191,81 @@ pub async fn serve(
             admin_token: config.admin_token.map(Arc::from),
             store_kind,
         });
-        let stop = draining();
-        servers.spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stop)
-                .await
-                .map_err(|e| format!("HTTP server: {e}"))
-        });
+        accepting.spawn(accept(listener, app, drained.clone(), connections.clone()));
     }
     tracing::info!(target: "slidegate", "serving");
 
-    let failed = tokio::select! {
-        () = shutdown => None,
-        Some(result) = servers.join_next() => Some(result),
-    };
+    shutdown.await;
     status.begin_shutdown();
     health.set_not_serving::<RateLimitServiceServer<Rls>>().await;
     let _ = drain.send(true);
     hangups.abort();
-    if let Some(result) = failed {
-        servers.abort_all();
-        return match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(message)) => Err(ServeError::Io(message)),
-            Err(e) => Err(ServeError::Io(e.to_string())),
-        };
-    }
+    // The listeners close; connections are asked to finish (HTTP/1 after
+    // the request in flight, HTTP/2 with GOAWAY).
+    while accepting.join_next().await.is_some() {}
     tracing::info!(target: "slidegate", grace = ?config.grace, "draining");
-    let finished = tokio::time::timeout(config.grace, async {
-        while let Some(result) = servers.join_next().await {
-            if let Ok(Err(message)) = result {
-                tracing::error!(target: "slidegate", message, "server ended with an error");
-            }
-        }
-    })
-    .await;
-    if finished.is_err() {
-        tracing::warn!(target: "slidegate", "grace period over; requests still in flight are dropped");
-        servers.abort_all();
+    let mut connections = std::mem::take(&mut *lock(&connections));
+    let drained =
+        tokio::time::timeout(config.grace, async { while connections.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        tracing::warn!(
+            target: "slidegate",
+            left = connections.len(),
+            "grace period over; requests still in flight are dropped"
+        );
+        connections.abort_all();
+        while connections.join_next().await.is_some() {}
     }
     Ok(())
+}
+
+/// Completes once `stop` says so.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Accepts connections on `listener` until `stop`, each served (HTTP/1 or
+/// HTTP/2, which gRPC speaks) by `app` in a task of `connections`; then
+/// asks them to finish gracefully.
+async fn accept(
+    listener: TcpListener,
+    app: axum::Router,
+    mut stop: watch::Receiver<bool>,
+    connections: Arc<std::sync::Mutex<JoinSet<()>>>,
+) {
+    let graceful = GracefulShutdown::new();
+    let builder = auto::Builder::new(TokioExecutor::new());
+    loop {
+        let (stream, _peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of descriptors or a connection reset before it
+                    // was accepted: keep serving the others.
+                    tracing::warn!(target: "slidegate", %error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            () = stopped(&mut stop) => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned());
+        let mut set = lock(&connections);
+        // Finished connections leave the set as new ones come.
+        while set.try_join_next().is_some() {}
+        set.spawn(async move {
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    // Signals every connection; they end in their own tasks.
+    tokio::spawn(graceful.shutdown());
 }
 
 /// Reloads on `SIGHUP` (Unix).

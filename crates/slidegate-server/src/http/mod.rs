@@ -84,5 +84,16 @@ pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> 
     if let Err(e) = std::str::from_utf8(body) {
         return Err(format!("the body is not UTF-8 (byte {} is invalid)", e.valid_up_to()));
     }
-    serde_json::from_slice(body).map_err(|e| format!("bad JSON: {e}"))
+    let mut json = serde_json::Deserializer::from_slice(body);
+    let parsed: T = serde_path_to_error::deserialize(&mut json).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." || path.is_empty() {
+            format!("bad JSON: {inner}")
+        } else {
+            format!("bad JSON at `{path}`: {inner}")
+        }
+    })?;
+    json.end().map_err(|e| format!("bad JSON: {e}"))?;
+    Ok(parsed)
 }
