@@ -204,3 +204,26 @@ async fn serves_from_redis_over_tls_as_an_acl_user() {
     assert!(stderr.contains("certificate"), "{stderr}");
     assert!(!stderr.contains("s3cret"), "no password in messages: {stderr}");
 }
+
+#[test]
+fn sighup_reloads_the_rules() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, RULES).expect("write");
+    // Not watching: only the signal can reload.
+    let mut serve = Serve::start(&rules, &["--no-watch"]);
+    assert!(serve.get("/v1/rules").expect("rules").contains("\"requests_per_unit\":50"));
+    std::fs::write(&rules, RULES.replace("requests_per_unit: 50", "requests_per_unit: 7")).expect("write");
+    let status = Command::new("kill").arg("-HUP").arg(serve.child.id().to_string()).status().expect("kill");
+    assert!(status.success());
+    let mut reloaded = false;
+    for _ in 0..200 {
+        if serve.get("/v1/rules").is_some_and(|r| r.contains("\"requests_per_unit\":7")) {
+            reloaded = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(reloaded, "SIGHUP reloaded the rules");
+    assert!(serve.terminate().success());
+}
