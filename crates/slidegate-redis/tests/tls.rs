@@ -76,3 +76,51 @@ async fn a_wrong_ca_a_wrong_password_and_a_missing_ca_file_are_clear_errors() {
     let empty = connect_error(RedisStore::builder(&url).tls_ca_file(dir.path().join("empty.pem"))).await;
     assert!(empty.to_string().contains("no PEM certificate"), "{empty}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_tls() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cluster = slidegate_testkit::RedisCluster::start_tls(3, 0, dir.path(), &Pki::new())
+        .expect("a cluster speaking TLS");
+    let store = RedisStore::builder(cluster.tls_url())
+        .tls_ca_file(dir.path().join("ca.pem"))
+        .prefix("t:tls-cluster:")
+        .connect()
+        .await
+        .expect("TLS connect to the cluster as alice");
+    let r = rule();
+    // Keys in several slots, each its own limit; then one check across them.
+    for key in ["a", "b", "c", "d"] {
+        let request = Request::new(&r, key, 1).expect("request");
+        let mut admitted = 0;
+        for _ in 0..4 {
+            admitted += usize::from(store.check(&request).await.expect("check").allowed);
+        }
+        assert_eq!(admitted, 3, "key {key}");
+    }
+    let fresh = slidegate::store::Dimensions::new(&[(&r, "e"), (&r, "f"), (&r, "g")], 2).expect("dimensions");
+    assert!(store.check_all(&fresh).await.expect("check_all").allowed);
+    let spent = slidegate::store::Dimensions::new(&[(&r, "e"), (&r, "a")], 1).expect("dimensions");
+    let denied = store.check_all(&spent).await.expect("check_all");
+    assert_eq!(denied.denied_by(), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_setup_over_tls() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let setup = slidegate_testkit::RedisSentinel::start_tls(0, dir.path(), &Pki::new())
+        .expect("sentinels and a primary speaking TLS");
+    let store = RedisStore::builder(setup.tls_url())
+        .tls_ca_file(dir.path().join("ca.pem"))
+        .prefix("t:tls-sentinel:")
+        .connect()
+        .await
+        .expect("TLS to the sentinels and the primary they name, as alice");
+    let r = rule();
+    let request = Request::new(&r, "k", 1).expect("request");
+    let mut admitted = 0;
+    for _ in 0..5 {
+        admitted += usize::from(store.check(&request).await.expect("check").allowed);
+    }
+    assert_eq!(admitted, 3);
+}

@@ -6,7 +6,9 @@ use std::process::Command;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::RedisServer;
+use std::path::Path;
+
+use crate::{Pki, RedisServer, free_port};
 
 /// How long a cluster may take to agree on its slots.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -16,6 +18,8 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
+    /// The nodes' TLS ports, when the cluster speaks TLS (`start_tls`).
+    tls_ports: Vec<u16>,
 }
 
 /// One line of `CLUSTER NODES`.
@@ -41,27 +45,65 @@ impl RedisCluster {
     ///
     /// When `redis-server` or `redis-cli` is missing or the cluster does not form.
     pub fn start(primaries: usize, replicas: usize) -> io::Result<RedisCluster> {
+        RedisCluster::start_with(primaries, replicas, None)
+    }
+
+    /// [`start`](Self::start) for a cluster speaking TLS to clients and
+    /// between nodes, with the certificates of `pki` (written into `dir`):
+    /// clients connect to [`tls_url`](Self::tls_url) trusting `dir/ca.pem`.
+    /// Each node keeps a plain port too, for this kit's own checks.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_tls(primaries: usize, replicas: usize, dir: &Path, pki: &Pki) -> io::Result<RedisCluster> {
+        RedisCluster::start_with(primaries, replicas, Some((dir, pki)))
+    }
+
+    fn start_with(primaries: usize, replicas: usize, tls: Option<(&Path, &Pki)>) -> io::Result<RedisCluster> {
+        let files = match tls {
+            Some((dir, pki)) => Some(crate::tls::write_files(dir, pki)?),
+            None => None,
+        };
         let mut nodes = Vec::new();
+        let mut tls_ports = Vec::new();
         for _ in 0..primaries * (1 + replicas) {
-            nodes.push(
-                RedisServer::builder()
-                    .arg("--cluster-enabled")
-                    .arg("yes")
-                    .arg("--cluster-node-timeout")
-                    .arg("1000")
-                    .arg("--cluster-config-file")
-                    .arg("nodes.conf")
-                    // Replicas sync at once (the default waits 5 s), so a
-                    // primary killed early still has a replica to promote.
-                    .arg("--repl-diskless-sync-delay")
-                    .arg("0")
-                    .start()?,
-            );
+            let mut builder = RedisServer::builder()
+                .arg("--cluster-enabled")
+                .arg("yes")
+                .arg("--cluster-node-timeout")
+                .arg("1000")
+                .arg("--cluster-config-file")
+                .arg("nodes.conf")
+                // Replicas sync at once (the default waits 5 s), so a
+                // primary killed early still has a replica to promote.
+                .arg("--repl-diskless-sync-delay")
+                .arg("0");
+            if let Some(files) = &files {
+                let tls_port = free_port()?;
+                tls_ports.push(tls_port);
+                builder = files.server_args(builder, tls_port);
+                // The bus port, named: the TLS port + 10000 may pass 65535.
+                for arg in ["--tls-cluster", "yes", "--tls-replication", "yes", "--cluster-port"] {
+                    builder = builder.arg(arg);
+                }
+                builder = builder.arg(free_port()?.to_string());
+            }
+            nodes.push(builder.start()?);
         }
         let mut create = Command::new("redis-cli");
+        if let Some(files) = &files {
+            create.arg("--tls").arg("--cacert").arg(&files.ca);
+        }
         create.arg("--cluster").arg("create");
-        for node in &nodes {
-            create.arg(format!("127.0.0.1:{}", node.port()));
+        if tls_ports.is_empty() {
+            for node in &nodes {
+                create.arg(format!("127.0.0.1:{}", node.port()));
+            }
+        } else {
+            for port in &tls_ports {
+                create.arg(format!("127.0.0.1:{port}"));
+            }
         }
         create.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
         let output = create.output().map_err(|e| {
@@ -72,11 +114,12 @@ impl RedisCluster {
         })?;
         if !output.status.success() {
             return Err(io::Error::other(format!(
-                "redis-cli --cluster create failed: {}",
-                String::from_utf8_lossy(&output.stdout)
+                "redis-cli --cluster create failed: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
             )));
         }
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster { nodes, tls_ports };
         cluster.wait_ok()?;
         Ok(cluster)
     }
@@ -135,6 +178,13 @@ impl RedisCluster {
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
         format!("redis+cluster://{}/", hosts.join(","))
+    }
+
+    /// `rediss+cluster://` URL naming every node's TLS port, as the ACL user
+    /// `alice` (a cluster from [`start_tls`](Self::start_tls)).
+    pub fn tls_url(&self) -> String {
+        let hosts: Vec<String> = self.tls_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        format!("rediss+cluster://alice:s3cret@{}/", hosts.join(","))
     }
 
     /// `redis://` URLs of every node.

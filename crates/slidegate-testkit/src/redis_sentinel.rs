@@ -6,7 +6,10 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::{RedisServer, free_port};
+use std::path::Path;
+
+use crate::tls::Files;
+use crate::{Pki, RedisServer, free_port};
 
 /// The name the sentinels monitor the primary under.
 pub const MASTER_NAME: &str = "mymaster";
@@ -24,6 +27,8 @@ pub struct RedisSentinel {
 struct SentinelProcess {
     child: Child,
     port: u16,
+    /// The TLS port, in a setup from `start_tls`.
+    tls_port: Option<u16>,
     _dir: tempfile::TempDir,
 }
 
@@ -42,23 +47,46 @@ impl RedisSentinel {
     ///
     /// When `redis-server` is missing or the setup does not settle in 30 s.
     pub fn start(replicas: usize) -> io::Result<RedisSentinel> {
-        let primary = RedisServer::builder().arg("--repl-diskless-sync-delay").arg("0").start()?;
-        let primary_port = primary.port();
+        RedisSentinel::start_with(replicas, None)
+    }
+
+    /// [`start`](Self::start) speaking TLS everywhere (clients, replication,
+    /// sentinels to servers) with the certificates of `pki`, written into
+    /// `dir`; clients connect to [`tls_url`](Self::tls_url) trusting
+    /// `dir/ca.pem`. Plain ports stay open for this kit's own checks.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_tls(replicas: usize, dir: &Path, pki: &Pki) -> io::Result<RedisSentinel> {
+        RedisSentinel::start_with(replicas, Some(&crate::tls::write_files(dir, pki)?))
+    }
+
+    fn start_with(replicas: usize, tls: Option<&Files>) -> io::Result<RedisSentinel> {
+        let server = |replica_of: Option<u16>| -> io::Result<(RedisServer, u16)> {
+            let mut builder = RedisServer::builder().arg("--repl-diskless-sync-delay").arg("0");
+            let mut client_port = None;
+            if let Some(files) = tls {
+                let tls_port = free_port()?;
+                builder = files.server_args(builder, tls_port).arg("--tls-replication").arg("yes");
+                client_port = Some(tls_port);
+            }
+            if let Some(primary) = replica_of {
+                builder = builder.arg("--replicaof").arg("127.0.0.1").arg(primary.to_string());
+            }
+            let server = builder.start()?;
+            let port = client_port.unwrap_or(server.port());
+            Ok((server, port))
+        };
+        // In TLS mode, replicas and sentinels reach the primary at its TLS port.
+        let (primary, primary_port) = server(None)?;
         let mut servers = vec![primary];
         for _ in 0..replicas {
-            servers.push(
-                RedisServer::builder()
-                    .arg("--replicaof")
-                    .arg("127.0.0.1")
-                    .arg(primary_port.to_string())
-                    .arg("--repl-diskless-sync-delay")
-                    .arg("0")
-                    .start()?,
-            );
+            servers.push(server(Some(primary_port))?.0);
         }
         let mut sentinels = Vec::new();
         for _ in 0..3 {
-            sentinels.push(spawn_sentinel(primary_port)?);
+            sentinels.push(spawn_sentinel(primary_port, tls)?);
         }
         let setup = RedisSentinel { servers, sentinels };
         setup.wait_settled(replicas)?;
@@ -87,6 +115,14 @@ impl RedisSentinel {
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self.sentinels.iter().map(|s| format!("127.0.0.1:{}", s.port)).collect();
         format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
+    }
+
+    /// `rediss+sentinel://alice:s3cret@…/mymaster` naming the sentinels' TLS
+    /// ports (a setup from [`start_tls`](Self::start_tls)).
+    pub fn tls_url(&self) -> String {
+        let hosts: Vec<String> =
+            self.sentinels.iter().filter_map(|s| s.tls_port).map(|p| format!("127.0.0.1:{p}")).collect();
+        format!("rediss+sentinel://alice:s3cret@{}/{MASTER_NAME}", hosts.join(","))
     }
 
     /// The port of the primary the sentinels name now.
@@ -154,13 +190,26 @@ fn count_entries(port: u16, what: &str) -> usize {
         .unwrap_or(0)
 }
 
-fn spawn_sentinel(primary_port: u16) -> io::Result<SentinelProcess> {
+fn spawn_sentinel(primary_port: u16, tls: Option<&Files>) -> io::Result<SentinelProcess> {
     let dir = tempfile::tempdir()?;
     let port = free_port()?;
     let config = dir.path().join("sentinel.conf");
     let mut file = std::fs::File::create(&config)?;
     writeln!(file, "port {port}")?;
     writeln!(file, "bind 127.0.0.1")?;
+    let tls_port = match tls {
+        Some(files) => {
+            let tls_port = free_port()?;
+            writeln!(file, "tls-port {tls_port}")?;
+            for line in files.config_lines() {
+                writeln!(file, "{line}")?;
+            }
+            // Sentinels speak TLS to the servers, and to each other.
+            writeln!(file, "tls-replication yes")?;
+            Some(tls_port)
+        }
+        None => None,
+    };
     writeln!(file, "sentinel monitor {MASTER_NAME} 127.0.0.1 {primary_port} 2")?;
     writeln!(file, "sentinel down-after-milliseconds {MASTER_NAME} 1000")?;
     writeln!(file, "sentinel failover-timeout {MASTER_NAME} 5000")?;
@@ -174,7 +223,7 @@ fn spawn_sentinel(primary_port: u16) -> io::Result<SentinelProcess> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("cannot run redis-server --sentinel ({e})")))?;
-    let sentinel = SentinelProcess { child, port, _dir: dir };
+    let sentinel = SentinelProcess { child, port, tls_port, _dir: dir };
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         let pong = Command::new("redis-cli").args(["-p", &port.to_string(), "PING"]).output();

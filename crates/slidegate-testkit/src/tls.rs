@@ -5,9 +5,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 
-use crate::{RedisServer, free_port};
+use crate::{RedisServer, RedisServerBuilder, free_port};
 
 /// A new CA's certificate (PEM), and a server certificate and key (PEM)
 /// for `127.0.0.1` and `localhost` it signed.
@@ -28,14 +28,17 @@ impl Pki {
     ///
     /// If rcgen fails (a test helper).
     pub fn new() -> Pki {
+        // Distinct names: OpenSSL (redis-cli, the cluster bus) takes a
+        // certificate whose issuer is its own subject for a self-signed one.
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, "slidegate test CA");
         let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().expect("CA key")).expect("CA");
         let server_key = KeyPair::generate().expect("server key");
-        let server = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .expect("server parameters")
-            .signed_by(&server_key, &ca)
-            .expect("server certificate");
+        let mut server = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("server parameters");
+        server.distinguished_name.push(DnType::CommonName, "127.0.0.1");
+        let server = server.signed_by(&server_key, &ca).expect("server certificate");
         Pki { ca_pem: ca.pem(), server_pem: server.pem(), server_key: server_key.serialize_pem() }
     }
 }
@@ -66,25 +69,62 @@ impl TlsServer {
     /// When the files cannot be written or the server does not come up
     /// (Debian's `redis-server` is built with TLS).
     pub fn start(dir: &Path, pki: &Pki) -> io::Result<TlsServer> {
-        let write = |name: &str, text: &str| -> io::Result<String> {
-            let path = dir.join(name);
-            std::fs::write(&path, text)?;
-            Ok(path.to_string_lossy().into_owned())
-        };
-        let cert = write("server.pem", &pki.server_pem)?;
-        let key = write("server.key", &pki.server_key)?;
-        let ca = write("ca.pem", &pki.ca_pem)?;
+        let files = write_files(dir, pki)?;
         let tls_port = free_port()?;
-        let mut builder = RedisServer::builder();
+        let server = files.server_args(RedisServer::builder(), tls_port).start()?;
+        Ok(TlsServer { server, tls_port, ca_file: PathBuf::from(files.ca) })
+    }
+
+    /// `rediss://alice:s3cret@127.0.0.1:<tls port>/`.
+    pub fn url(&self) -> String {
+        format!("rediss://alice:s3cret@127.0.0.1:{}/", self.tls_port)
+    }
+}
+
+/// The certificate files of a [`Pki`], written.
+pub(crate) struct Files {
+    cert: String,
+    key: String,
+    pub(crate) ca: String,
+}
+
+/// Writes `pki`'s files into `dir`.
+pub(crate) fn write_files(dir: &Path, pki: &Pki) -> io::Result<Files> {
+    let write = |name: &str, text: &str| -> io::Result<String> {
+        let path = dir.join(name);
+        std::fs::write(&path, text)?;
+        Ok(path.to_string_lossy().into_owned())
+    };
+    Ok(Files {
+        cert: write("server.pem", &pki.server_pem)?,
+        key: write("server.key", &pki.server_key)?,
+        ca: write("ca.pem", &pki.ca_pem)?,
+    })
+}
+
+impl Files {
+    /// The certificate settings as configuration file lines (a sentinel's).
+    pub(crate) fn config_lines(&self) -> [String; 4] {
+        [
+            format!("tls-cert-file {}", self.cert),
+            format!("tls-key-file {}", self.key),
+            format!("tls-ca-cert-file {}", self.ca),
+            "tls-auth-clients no".to_owned(),
+        ]
+    }
+
+    /// `builder` with a TLS port, these certificates and the ACL user
+    /// `alice` / `s3cret`.
+    pub(crate) fn server_args(&self, mut builder: RedisServerBuilder, tls_port: u16) -> RedisServerBuilder {
         for arg in [
             "--tls-port",
             &tls_port.to_string(),
             "--tls-cert-file",
-            &cert,
+            &self.cert,
             "--tls-key-file",
-            &key,
+            &self.key,
             "--tls-ca-cert-file",
-            &ca,
+            &self.ca,
             "--tls-auth-clients",
             "no",
             "--user",
@@ -97,11 +137,6 @@ impl TlsServer {
         ] {
             builder = builder.arg(arg);
         }
-        Ok(TlsServer { server: builder.start()?, tls_port, ca_file: PathBuf::from(ca) })
-    }
-
-    /// `rediss://alice:s3cret@127.0.0.1:<tls port>/`.
-    pub fn url(&self) -> String {
-        format!("rediss://alice:s3cret@127.0.0.1:{}/", self.tls_port)
+        builder
     }
 }
