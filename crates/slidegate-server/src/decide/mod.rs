@@ -11,17 +11,20 @@
 //! only the admitting one charges), so a shadow limit never lets a request
 //! through uncharged.
 
+mod answer;
+mod item;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use slidegate::{Decision, Limiter, Rule, State, WeightedDimension};
+use slidegate::{Decision, Limiter, State};
 
-use crate::config::{Config, Enforcement, How, Limit, MatchPath, Rules};
-use crate::request::{
-    CheckAnswer, CheckError, CheckRequest, Code, DescriptorStatus, LimitOverride, LimitStatus, Mode,
-};
+use crate::config::{Config, Enforcement, Rules};
+use crate::request::{CheckAnswer, CheckError, CheckRequest, Mode};
 use crate::store::ServiceStore;
+use answer::{answer, no_limits};
+use item::{Item, dimensions, dynamic_stat_key, identity, invalid, merge, override_limit};
 
 /// What the service answers when the store fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,25 +45,6 @@ pub struct Decider {
     on_store_failure: OnStoreFailure,
     /// Global shadow mode: every limit decides and counts, none denies.
     shadow: bool,
-}
-
-/// One limit a request met.
-struct Item {
-    descriptor: usize,
-    limit: Arc<Limit>,
-    /// The stats key when the request's values name it
-    /// (`detailed_metric`, `value_to_metric`); else the limit's own.
-    stat_key: Option<String>,
-    identity: String,
-    cost: u64,
-    shadow: bool,
-    outcome: Option<Decision>,
-}
-
-impl Item {
-    fn rule(&self) -> Option<&Rule> {
-        self.limit.rule()
-    }
 }
 
 impl Decider {
@@ -297,222 +281,4 @@ impl Decider {
         }
         Ok(())
     }
-}
-
-/// Items sharing one counter (the same limit and identity, from repeated
-/// descriptors), decided as one dimension of their summed weight.
-struct Group {
-    members: Vec<usize>,
-    cost: u32,
-}
-
-/// Groups `which` by counter. A group heavier than its limit is answered
-/// here (over the limit, without the store) and left out.
-fn merge(items: &mut [Item], which: &[usize]) -> Vec<Group> {
-    let mut groups: Vec<(Vec<usize>, u64)> = Vec::new();
-    for &i in which {
-        let same = groups.iter_mut().find(|(members, _)| {
-            let first = &items[members[0]];
-            Arc::ptr_eq(&first.limit, &items[i].limit) && first.identity == items[i].identity
-        });
-        match same {
-            Some((members, cost)) => {
-                members.push(i);
-                *cost = cost.saturating_add(items[i].cost);
-            }
-            None => groups.push((vec![i], items[i].cost)),
-        }
-    }
-    let mut out = Vec::with_capacity(groups.len());
-    for (members, cost) in groups {
-        let Some(rule) = items[members[0]].rule() else { continue };
-        // A peek asks about a request of weight 1 at least.
-        match u32::try_from(cost.max(1)) {
-            Ok(cost) if cost <= rule.limit() => out.push(Group { members, cost }),
-            _ => {
-                let over = Decision::limited(rule.limit(), 0, rule.window(), rule.window());
-                for i in members {
-                    items[i].outcome = Some(over);
-                }
-            }
-        }
-    }
-    out
-}
-
-fn dimensions<'a>(items: &'a [Item], groups: &[Group]) -> Vec<WeightedDimension<'a>> {
-    groups
-        .iter()
-        .filter_map(|g| {
-            let item = &items[g.members[0]];
-            Some((item.rule()?, item.identity.as_str(), g.cost))
-        })
-        .collect()
-}
-
-fn invalid(error: &slidegate::Error) -> CheckError {
-    CheckError::Invalid(error.to_string())
-}
-
-/// The answer when no limit applies to any descriptor.
-fn no_limits(count: usize) -> CheckAnswer {
-    CheckAnswer {
-        code: Code::Ok,
-        statuses: vec![DescriptorStatus::unlimited_by_config(); count],
-        degraded: false,
-        quota: Vec::new(),
-    }
-}
-
-/// The counter identity of `limit` for a descriptor's `entries`: the
-/// domain, every entry (a shared wildcard's pattern instead of its value),
-/// and the limit's own part. Each part is length-prefixed, so no two
-/// requests' identities meet whatever bytes their values hold; the library
-/// digests long identities.
-fn identity(
-    domain: &str,
-    entries: &[(&str, &str)],
-    path: Option<&MatchPath<'_>>,
-    limit: &Limit,
-    own: bool,
-) -> String {
-    let mut out = String::with_capacity(
-        16 + domain.len() + entries.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>(),
-    );
-    let mut push = |part: &str| {
-        out.push_str(&part.len().to_string());
-        out.push(':');
-        out.push_str(part);
-    };
-    push(domain);
-    for (i, &(key, value)) in entries.iter().enumerate() {
-        push(key);
-        let shared = path
-            .and_then(|p| p.get(i))
-            .filter(|(node, how)| node.share_threshold && *how == How::Wildcard)
-            .and_then(|(node, _)| node.value.as_deref());
-        push(shared.unwrap_or(value));
-    }
-    out.push('|');
-    if own {
-        out.push_str("request");
-    } else {
-        out.push_str(&limit.identity_part());
-    }
-    out
-}
-
-/// The stats key of a match whose request values name it, as envoy
-/// ratelimit builds it: with `detailed_metric` on the matched descriptor,
-/// every entry's `key_value`; with `value_to_metric` on a level matched by
-/// key or wildcard, that level's `key_value`. `None`: the limit's own key.
-fn dynamic_stat_key(domain: &str, entries: &[(&str, &str)], path: &MatchPath<'_>) -> Option<String> {
-    let detailed = path.last().is_some_and(|(node, _)| node.detailed_metric);
-    if !detailed && !path.iter().any(|(node, how)| node.value_to_metric && *how != How::Exact) {
-        return None;
-    }
-    let mut key = domain.to_owned();
-    for (&(entry_key, value), (node, how)) in entries.iter().zip(path) {
-        key.push('.');
-        if detailed
-            || (node.value_to_metric && !node.share_threshold && *how != How::Exact && !value.is_empty())
-        {
-            key.push_str(entry_key);
-            key.push('_');
-            key.push_str(value);
-        } else {
-            key.push_str(&node.composite());
-        }
-    }
-    Some(key)
-}
-
-/// The limit a descriptor gives itself.
-fn override_limit(domain: &str, entries: &[(&str, &str)], given: LimitOverride) -> Result<Limit, CheckError> {
-    let window = given.unit.duration();
-    let enforcement = match given.requests_per_unit {
-        0 => Enforcement::Block,
-        n => Enforcement::Rule(Rule::new(n, window).map_err(|e| invalid(&e))?),
-    };
-    let mut stat_key = domain.to_owned();
-    for (key, value) in entries {
-        stat_key.push('.');
-        stat_key.push_str(key);
-        if !value.is_empty() {
-            stat_key.push('_');
-            stat_key.push_str(value);
-        }
-    }
-    Ok(Limit {
-        name: None,
-        enforcement,
-        requests_per_unit: given.requests_per_unit,
-        window,
-        unit: Some(given.unit),
-        shadow: false,
-        replaces: Vec::new(),
-        index: 0,
-        stat_key,
-        source: "the request's descriptor".into(),
-    })
-}
-
-/// Builds the answer from the decided items.
-fn answer(domain: &str, count: usize, items: Vec<Item>, denied: bool, degraded: bool) -> CheckAnswer {
-    let mut statuses = vec![DescriptorStatus::unlimited_by_config(); count];
-    let mut quota = Vec::new();
-    for item in items {
-        let Some(decision) = item.outcome else { continue };
-        let status = &mut statuses[item.descriptor];
-        let stat_key = || match &item.stat_key {
-            Some(key) => crate::telemetry::bounded_value_key(key.clone()),
-            None => item.limit.stat_key.clone(),
-        };
-        if !decision.allowed {
-            if item.shadow {
-                status.shadow_over_limit = true;
-                metrics::counter!(
-                    "slidegate_shadow_over_limit_total",
-                    "domain" => domain.to_owned(),
-                    "limit" => stat_key()
-                )
-                .increment(1);
-            } else {
-                status.code = Code::OverLimit;
-                metrics::counter!(
-                    "slidegate_service_over_limit_total",
-                    "domain" => domain.to_owned(),
-                    "limit" => stat_key()
-                )
-                .increment(1);
-            }
-        }
-        if let Some(rule) = item.rule() {
-            quota.push((rule.clone(), decision));
-        }
-        status.limits.push(LimitStatus {
-            limit: item.limit,
-            allowed: decision.allowed,
-            state: decision.state,
-            remaining: decision.remaining,
-            retry_after: decision.retry_after,
-            reset_after: decision.reset_after,
-        });
-    }
-    for status in &mut statuses {
-        let binding = status
-            .limits
-            .iter()
-            .filter(|l| !l.allowed)
-            .max_by_key(|l| (!l.limit.shadow, l.retry_after))
-            .or_else(|| status.limits.iter().min_by_key(|l| l.remaining));
-        if let Some(binding) = binding {
-            status.limit = Some(binding.limit.clone());
-            status.remaining = binding.remaining;
-            status.retry_after = binding.retry_after;
-            status.reset_after = binding.reset_after;
-            status.state = Some(binding.state);
-        }
-    }
-    CheckAnswer { code: if denied { Code::OverLimit } else { Code::Ok }, statuses, degraded, quota }
 }

@@ -1,0 +1,81 @@
+//! The answer to a request, from its decided items: one status per
+//! descriptor, reporting the limit that binds it most.
+
+use super::item::Item;
+use crate::request::{CheckAnswer, Code, DescriptorStatus, LimitStatus};
+
+/// The answer when no limit applies to any descriptor.
+pub(super) fn no_limits(count: usize) -> CheckAnswer {
+    CheckAnswer {
+        code: Code::Ok,
+        statuses: vec![DescriptorStatus::unlimited_by_config(); count],
+        degraded: false,
+        quota: Vec::new(),
+    }
+}
+
+/// Builds the answer from the decided items.
+pub(super) fn answer(
+    domain: &str,
+    count: usize,
+    items: Vec<Item>,
+    denied: bool,
+    degraded: bool,
+) -> CheckAnswer {
+    let mut statuses = vec![DescriptorStatus::unlimited_by_config(); count];
+    let mut quota = Vec::new();
+    for item in items {
+        let Some(decision) = item.outcome else { continue };
+        let status = &mut statuses[item.descriptor];
+        let stat_key = || match &item.stat_key {
+            Some(key) => crate::telemetry::bounded_value_key(key.clone()),
+            None => item.limit.stat_key.clone(),
+        };
+        if !decision.allowed {
+            if item.shadow {
+                status.shadow_over_limit = true;
+                metrics::counter!(
+                    "slidegate_shadow_over_limit_total",
+                    "domain" => domain.to_owned(),
+                    "limit" => stat_key()
+                )
+                .increment(1);
+            } else {
+                status.code = Code::OverLimit;
+                metrics::counter!(
+                    "slidegate_service_over_limit_total",
+                    "domain" => domain.to_owned(),
+                    "limit" => stat_key()
+                )
+                .increment(1);
+            }
+        }
+        if let Some(rule) = item.rule() {
+            quota.push((rule.clone(), decision));
+        }
+        status.limits.push(LimitStatus {
+            limit: item.limit,
+            allowed: decision.allowed,
+            state: decision.state,
+            remaining: decision.remaining,
+            retry_after: decision.retry_after,
+            reset_after: decision.reset_after,
+        });
+    }
+    for status in &mut statuses {
+        let binding = status
+            .limits
+            .iter()
+            .filter(|l| !l.allowed)
+            .max_by_key(|l| (!l.limit.shadow, l.retry_after))
+            .or_else(|| status.limits.iter().min_by_key(|l| l.remaining));
+        if let Some(binding) = binding {
+            status.limit = Some(binding.limit.clone());
+            status.remaining = binding.remaining;
+            status.retry_after = binding.retry_after;
+            status.reset_after = binding.reset_after;
+            status.state = Some(binding.state);
+        }
+    }
+    CheckAnswer { code: if denied { Code::OverLimit } else { Code::Ok }, statuses, degraded, quota }
+}

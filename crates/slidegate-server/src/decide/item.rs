@@ -1,0 +1,185 @@
+//! What a request met: one item per limit a descriptor matched, with the
+//! counter it charges (its identity) and its weight; items sharing a
+//! counter are grouped into one dimension.
+
+use std::sync::Arc;
+
+use slidegate::{Decision, Rule, WeightedDimension};
+
+use crate::config::{Enforcement, How, Limit, MatchPath};
+use crate::request::{CheckError, LimitOverride};
+
+/// One limit a request met.
+pub(super) struct Item {
+    pub(super) descriptor: usize,
+    pub(super) limit: Arc<Limit>,
+    /// The stats key when the request's values name it
+    /// (`detailed_metric`, `value_to_metric`); else the limit's own.
+    pub(super) stat_key: Option<String>,
+    pub(super) identity: String,
+    pub(super) cost: u64,
+    pub(super) shadow: bool,
+    pub(super) outcome: Option<Decision>,
+}
+
+impl Item {
+    pub(super) fn rule(&self) -> Option<&Rule> {
+        self.limit.rule()
+    }
+}
+
+/// Items sharing one counter (the same limit and identity, from repeated
+/// descriptors), decided as one dimension of their summed weight.
+pub(super) struct Group {
+    pub(super) members: Vec<usize>,
+    pub(super) cost: u32,
+}
+
+/// Groups `which` by counter. A group heavier than its limit is answered
+/// here (over the limit, without the store) and left out.
+pub(super) fn merge(items: &mut [Item], which: &[usize]) -> Vec<Group> {
+    let mut groups: Vec<(Vec<usize>, u64)> = Vec::new();
+    for &i in which {
+        let same = groups.iter_mut().find(|(members, _)| {
+            let first = &items[members[0]];
+            Arc::ptr_eq(&first.limit, &items[i].limit) && first.identity == items[i].identity
+        });
+        match same {
+            Some((members, cost)) => {
+                members.push(i);
+                *cost = cost.saturating_add(items[i].cost);
+            }
+            None => groups.push((vec![i], items[i].cost)),
+        }
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for (members, cost) in groups {
+        let Some(rule) = items[members[0]].rule() else { continue };
+        // A peek asks about a request of weight 1 at least.
+        match u32::try_from(cost.max(1)) {
+            Ok(cost) if cost <= rule.limit() => out.push(Group { members, cost }),
+            _ => {
+                let over = Decision::limited(rule.limit(), 0, rule.window(), rule.window());
+                for i in members {
+                    items[i].outcome = Some(over);
+                }
+            }
+        }
+    }
+    out
+}
+
+pub(super) fn dimensions<'a>(items: &'a [Item], groups: &[Group]) -> Vec<WeightedDimension<'a>> {
+    groups
+        .iter()
+        .filter_map(|g| {
+            let item = &items[g.members[0]];
+            Some((item.rule()?, item.identity.as_str(), g.cost))
+        })
+        .collect()
+}
+
+pub(super) fn invalid(error: &slidegate::Error) -> CheckError {
+    CheckError::Invalid(error.to_string())
+}
+
+/// The counter identity of `limit` for a descriptor's `entries`: the
+/// domain, every entry (a shared wildcard's pattern instead of its value),
+/// and the limit's own part. Each part is length-prefixed, so no two
+/// requests' identities meet whatever bytes their values hold; the library
+/// digests long identities.
+pub(super) fn identity(
+    domain: &str,
+    entries: &[(&str, &str)],
+    path: Option<&MatchPath<'_>>,
+    limit: &Limit,
+    own: bool,
+) -> String {
+    let mut out = String::with_capacity(
+        16 + domain.len() + entries.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>(),
+    );
+    let mut push = |part: &str| {
+        out.push_str(&part.len().to_string());
+        out.push(':');
+        out.push_str(part);
+    };
+    push(domain);
+    for (i, &(key, value)) in entries.iter().enumerate() {
+        push(key);
+        let shared = path
+            .and_then(|p| p.get(i))
+            .filter(|(node, how)| node.share_threshold && *how == How::Wildcard)
+            .and_then(|(node, _)| node.value.as_deref());
+        push(shared.unwrap_or(value));
+    }
+    out.push('|');
+    if own {
+        out.push_str("request");
+    } else {
+        out.push_str(&limit.identity_part());
+    }
+    out
+}
+
+/// The stats key of a match whose request values name it, as envoy
+/// ratelimit builds it: with `detailed_metric` on the matched descriptor,
+/// every entry's `key_value`; with `value_to_metric` on a level matched by
+/// key or wildcard, that level's `key_value`. `None`: the limit's own key.
+pub(super) fn dynamic_stat_key(
+    domain: &str,
+    entries: &[(&str, &str)],
+    path: &MatchPath<'_>,
+) -> Option<String> {
+    let detailed = path.last().is_some_and(|(node, _)| node.detailed_metric);
+    if !detailed && !path.iter().any(|(node, how)| node.value_to_metric && *how != How::Exact) {
+        return None;
+    }
+    let mut key = domain.to_owned();
+    for (&(entry_key, value), (node, how)) in entries.iter().zip(path) {
+        key.push('.');
+        if detailed
+            || (node.value_to_metric && !node.share_threshold && *how != How::Exact && !value.is_empty())
+        {
+            key.push_str(entry_key);
+            key.push('_');
+            key.push_str(value);
+        } else {
+            key.push_str(&node.composite());
+        }
+    }
+    Some(key)
+}
+
+/// The limit a descriptor gives itself.
+pub(super) fn override_limit(
+    domain: &str,
+    entries: &[(&str, &str)],
+    given: LimitOverride,
+) -> Result<Limit, CheckError> {
+    let window = given.unit.duration();
+    let enforcement = match given.requests_per_unit {
+        0 => Enforcement::Block,
+        n => Enforcement::Rule(Rule::new(n, window).map_err(|e| invalid(&e))?),
+    };
+    let mut stat_key = domain.to_owned();
+    for (key, value) in entries {
+        stat_key.push('.');
+        stat_key.push_str(key);
+        if !value.is_empty() {
+            stat_key.push('_');
+            stat_key.push_str(value);
+        }
+    }
+    Ok(Limit {
+        name: None,
+        enforcement,
+        requests_per_unit: given.requests_per_unit,
+        window,
+        unit: Some(given.unit),
+        shadow: false,
+        replaces: Vec::new(),
+        index: 0,
+        stat_key,
+        source: "the request's descriptor".into(),
+    })
+}
