@@ -39,6 +39,7 @@ mod reload;
 mod request;
 mod rls;
 mod server;
+pub mod stats;
 mod status;
 mod store;
 mod telemetry;

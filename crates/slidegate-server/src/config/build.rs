@@ -230,6 +230,7 @@ impl Builder<'_> {
             index,
             stat_key: stat_key.to_owned(),
             source: source.clone(),
+            rates: Default::default(),
         };
 
         if yaml.unlimited.unwrap_or(false) {

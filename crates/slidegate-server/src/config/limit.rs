@@ -7,6 +7,7 @@ use serde::Serialize;
 use slidegate::Rule;
 
 use super::unit::Unit;
+use crate::stats::Rates;
 
 /// How a limit decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +48,22 @@ pub struct Limit {
     pub stat_key: String,
     /// Where it was written: `file:line:column`.
     pub source: String,
+    /// Its decisions per second over five minutes (the status page's).
+    pub(crate) rates: RatesCell,
 }
+
+/// A limit's [`Rates`], shared by its clones; not part of what the limit
+/// is (two limits alike are equal whatever they counted).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RatesCell(pub(crate) std::sync::Arc<Rates>);
+
+impl PartialEq for RatesCell {
+    fn eq(&self, _: &RatesCell) -> bool {
+        true
+    }
+}
+
+impl Eq for RatesCell {}
 
 impl Limit {
     /// The rule deciding it through the store, if it does.

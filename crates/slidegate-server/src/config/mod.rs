@@ -185,6 +185,23 @@ impl Config {
         &self.hash
     }
 
+    /// Every limit of every domain, with its domain, in domain order.
+    pub fn limits(&self) -> Vec<(&str, &std::sync::Arc<Limit>)> {
+        fn walk<'c>(domain: &'c str, level: &'c Level, out: &mut Vec<(&'c str, &'c std::sync::Arc<Limit>)>) {
+            let mut nodes: Vec<&Node> = level.nodes().collect();
+            nodes.sort_by(|a, b| (&a.key, &a.value).cmp(&(&b.key, &b.value)));
+            for node in nodes {
+                out.extend(node.limits.iter().map(|limit| (domain, limit)));
+                walk(domain, &node.children, out);
+            }
+        }
+        let mut out = Vec::new();
+        for domain in self.domains.values() {
+            walk(&domain.name, &domain.root, &mut out);
+        }
+        out
+    }
+
     /// The configuration as `GET /v1/rules` shows it.
     pub(crate) fn view(&self) -> Vec<DomainView<'_>> {
         self.domains

@@ -15,17 +15,22 @@ pub(super) fn no_limits(count: usize) -> CheckAnswer {
 }
 
 /// Builds the answer from the decided items.
+/// `charged`: a check, not a peek: each limit's rates count its outcome
+/// (admitted when the request was, limited when the limit denied).
 pub(super) fn answer(
     domain: &str,
     count: usize,
     items: Vec<Item>,
-    denied: bool,
-    degraded: bool,
+    (denied, degraded, charged): (bool, bool, bool),
 ) -> CheckAnswer {
     let mut statuses = vec![DescriptorStatus::unlimited_by_config(); count];
     let mut quota = Vec::new();
+    let now_s = if charged { crate::stats::now_s() } else { 0 };
     for item in items {
         let Some(decision) = item.outcome else { continue };
+        if charged && (!decision.allowed || !denied) {
+            item.limit.rates.0.record(now_s, decision.allowed);
+        }
         let status = &mut statuses[item.descriptor];
         let stat_key = || match &item.stat_key {
             Some(key) => crate::telemetry::bounded_value_key(key.clone()),

@@ -181,5 +181,6 @@ pub(super) fn override_limit(
         index: 0,
         stat_key,
         source: "the request's descriptor".into(),
+        rates: Default::default(),
     })
 }

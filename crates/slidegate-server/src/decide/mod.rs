@@ -22,6 +22,7 @@ use slidegate::{Decision, Limiter, State};
 
 use crate::config::{Config, Enforcement, Rules};
 use crate::request::{CheckAnswer, CheckError, CheckRequest, Mode};
+use crate::stats::ServiceStats;
 use crate::store::ServiceStore;
 use answer::{answer, no_limits};
 use item::{Item, dimensions, dynamic_stat_key, identity, invalid, merge, override_limit};
@@ -45,6 +46,8 @@ pub struct Decider {
     on_store_failure: OnStoreFailure,
     /// Global shadow mode: every limit decides and counts, none denies.
     shadow: bool,
+    /// What the status page shows.
+    stats: Arc<ServiceStats>,
 }
 
 impl Decider {
@@ -52,7 +55,13 @@ impl Decider {
     /// holds (swapped on reload); the store's failures are answered by the
     /// limiter's failure policy, and limits deny.
     pub fn new(limiter: Limiter<ServiceStore>, rules: Rules) -> Decider {
-        Decider { limiter, rules, on_store_failure: OnStoreFailure::Policy, shadow: false }
+        Decider {
+            limiter,
+            rules,
+            on_store_failure: OnStoreFailure::Policy,
+            shadow: false,
+            stats: Arc::default(),
+        }
     }
 
     /// What to answer when the store fails.
@@ -81,6 +90,11 @@ impl Decider {
     /// Whether global shadow mode is on.
     pub fn is_shadow(&self) -> bool {
         self.shadow
+    }
+
+    /// The statistics the status page shows.
+    pub fn stats(&self) -> &ServiceStats {
+        &self.stats
     }
 
     /// The configuration handle.
@@ -119,7 +133,25 @@ impl Decider {
                 "the rate-limit store failed and --on-store-failure is `unavailable`".into(),
             ));
         }
-        Ok(answer(domain.name(), count, items, denied, degraded))
+        if degraded {
+            self.stats.degraded();
+        }
+        let answer = answer(domain.name(), count, items, (denied, degraded, mode == Mode::Charge));
+        if mode == Mode::Charge && denied {
+            for (status, descriptor) in answer.statuses.iter().zip(&request.descriptors) {
+                if status.code == crate::request::Code::OverLimit {
+                    let mut shown = domain.name().to_owned();
+                    for (i, (key, value)) in descriptor.entries.iter().enumerate() {
+                        shown.push_str(if i == 0 { ": " } else { ", " });
+                        shown.push_str(key);
+                        shown.push('=');
+                        shown.push_str(value);
+                    }
+                    self.stats.limited(&shown, status.remaining, status.retry_after);
+                }
+            }
+        }
+        Ok(answer)
     }
 
     /// The limits `request`'s descriptors meet in `domain`, one item each.
@@ -246,7 +278,9 @@ impl Decider {
             if dims.is_empty() {
                 break;
             }
+            let started = std::time::Instant::now();
             let multi = self.limiter.check_all_weighted(&dims).await.map_err(|e| invalid(&e))?;
+            self.stats.store_call(started.elapsed());
             for (group, decision) in groups.iter().zip(&multi.decisions) {
                 for &i in &group.members {
                     items[i].outcome = Some(*decision);
@@ -273,7 +307,9 @@ impl Decider {
         if dims.is_empty() {
             return Ok(());
         }
+        let started = std::time::Instant::now();
         let multi = self.limiter.peek_all_weighted(&dims).await.map_err(|e| invalid(&e))?;
+        self.stats.store_call(started.elapsed());
         for (group, decision) in groups.iter().zip(&multi.decisions) {
             for &i in &group.members {
                 items[i].outcome = Some(*decision);

@@ -1,5 +1,5 @@
 //! The HTTP API (axum): `/json` (envoy ratelimit's JSON form),
-//! `/v1/check` and `/v1/peek` (slidegate's own), `/v1/status`,
+//! `/v1/check` and `/v1/peek` (slidegate's own), `/v1/status`, `/v1/stats`,
 //! `/v1/rules`, `/healthz`, `/readyz`, `/metrics`, and the admin surface
 //! (`POST /v1/reload`, `DELETE /v1/state`), which exists only when a token
 //! is configured.
@@ -50,6 +50,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/peek", post(check::peek))
         .route("/v1/status", get(status::status))
         .route("/v1/rules", get(status::rules))
+        .route("/v1/stats", get(status::stats))
         .route("/healthz", get(status::healthz))
         .route("/readyz", get(status::readyz))
         .route("/metrics", get(status::metrics));

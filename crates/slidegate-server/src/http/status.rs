@@ -47,6 +47,50 @@ fn breaker_name(state: BreakerState) -> &'static str {
     }
 }
 
+/// `GET /v1/stats`: what the status page draws — per limit, admitted and
+/// limited requests per second over the last five minutes (oldest first);
+/// the most limited identities; the store's health.
+pub(super) async fn stats(State(app): State<AppState>) -> Response {
+    let config = app.decider.rules().current();
+    let now = crate::stats::now_s();
+    let limits: Vec<serde_json::Value> = config
+        .limits()
+        .into_iter()
+        .map(|(domain, limit)| {
+            let (admitted, limited) = limit.rates.0.series(now);
+            let view = limit.view();
+            json!({
+                "domain": domain,
+                "key": limit.stat_key,
+                "limit": view,
+                "admitted": admitted,
+                "limited": limited,
+            })
+        })
+        .collect();
+    let stats = app.decider.stats();
+    let latency = stats.store_latency().map(|(p50, p99)| json!({ "p50": p50, "p99": p99 }));
+    let limiter = app.decider.limiter();
+    axum::Json(json!({
+        "now_unix_s": now,
+        "seconds": crate::stats::SECONDS,
+        "config": {
+            "hash": config.hash(),
+            "files": config.files(),
+            "last_reload": app.status.last_reload(),
+        },
+        "limits": limits,
+        "top_limited": stats.top(),
+        "store": {
+            "kind": app.store_kind,
+            "breaker": breaker_name(limiter.breaker_state()),
+            "latency_us": latency,
+            "degraded_total": stats.degraded_total(),
+        },
+    }))
+    .into_response()
+}
+
 /// `GET /v1/rules`: the configuration in force, as JSON.
 pub(super) async fn rules(State(app): State<AppState>) -> Response {
     let config = app.decider.rules().current();
