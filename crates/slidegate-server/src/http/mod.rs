@@ -1,12 +1,14 @@
 //! The HTTP API (axum): `/json` (envoy ratelimit's JSON form),
 //! `/v1/check` and `/v1/peek` (slidegate's own), `/v1/status`, `/v1/stats`,
-//! `/v1/rules`, `/healthz`, `/readyz`, `/metrics`, and the admin surface
+//! `/v1/rules`, `/healthz`, `/readyz`, `/metrics`, the status page (`/`),
+//! and the admin surface
 //! (`POST /v1/reload`, `DELETE /v1/state`), which exists only when a token
 //! is configured.
 
 mod admin;
 mod check;
 mod envoy_json;
+mod page;
 mod status;
 
 use std::sync::Arc;
@@ -53,7 +55,10 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/stats", get(status::stats))
         .route("/healthz", get(status::healthz))
         .route("/readyz", get(status::readyz))
-        .route("/metrics", get(status::metrics));
+        .route("/metrics", get(status::metrics))
+        .route("/", get(page::index))
+        .route("/ui/page.js", get(page::script))
+        .route("/ui/page.css", get(page::style));
     if state.admin_token.is_some() {
         router = router.route("/v1/reload", post(admin::reload)).route("/v1/state", delete(admin::reset));
     }

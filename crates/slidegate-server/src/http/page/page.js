@@ -1,0 +1,145 @@
+// slidegate's status page: everything from GET /v1/stats, every 2 s.
+// Every string from the server goes into the page as text (textContent),
+// never as markup: identities are whatever clients sent.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+let token = "";
+
+function text(id, value) {
+  document.getElementById(id).textContent = value;
+}
+
+function cell(row, value, className) {
+  const td = document.createElement("td");
+  td.textContent = value;
+  if (className) td.className = className;
+  row.appendChild(td);
+  return td;
+}
+
+function duration(ms) {
+  if (ms >= 86400000 && ms % 86400000 === 0) return ms / 86400000 + " d";
+  if (ms >= 3600000 && ms % 3600000 === 0) return ms / 3600000 + " h";
+  if (ms >= 60000 && ms % 60000 === 0) return ms / 60000 + " min";
+  if (ms >= 1000) return ms / 1000 + " s";
+  return ms + " ms";
+}
+
+function micros(us) {
+  return us >= 1000 ? (us / 1000).toFixed(1) + " ms" : Math.round(us) + " µs";
+}
+
+// A small chart of two series (admitted, limited) as SVG polylines.
+function sparkline(admitted, limited) {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("viewBox", "0 0 300 28");
+  svg.setAttribute("preserveAspectRatio", "none");
+  const top = Math.max(1, ...admitted, ...limited);
+  for (const [series, name] of [[admitted, "admitted"], [limited, "limited"]]) {
+    const line = document.createElementNS(SVG, "polyline");
+    line.setAttribute("class", name);
+    line.setAttribute("points", series.map((v, i) => i + "," + (27 - (v / top) * 26).toFixed(1)).join(" "));
+    svg.appendChild(line);
+  }
+  return svg;
+}
+
+function renderLimits(limits) {
+  const body = document.querySelector("#limits tbody");
+  body.replaceChildren();
+  document.getElementById("no-limits").hidden = limits.length > 0;
+  for (const entry of limits) {
+    const limit = entry.limit;
+    const row = document.createElement("tr");
+    row.dataset.key = entry.key;
+    cell(row, entry.domain);
+    cell(row, entry.key, "identity");
+    cell(row, limit.name || "");
+    cell(row, limit.algorithm === "unlimited" ? "unlimited" : String(limit.requests_per_unit));
+    cell(row, limit.algorithm === "unlimited" ? "" : duration(limit.window_ms));
+    cell(row, limit.algorithm);
+    cell(row, limit.shadow_mode ? "shadow" : "");
+    const last = (series) => series.length ? series[series.length - 2] ?? 0 : 0;
+    cell(row, String(last(entry.admitted)), "admitted-now");
+    cell(row, String(last(entry.limited)), "limited-now");
+    cell(row, "").appendChild(sparkline(entry.admitted, entry.limited));
+    body.appendChild(row);
+  }
+}
+
+function renderTop(top) {
+  const body = document.querySelector("#top tbody");
+  body.replaceChildren();
+  document.getElementById("no-top").hidden = top.length > 0;
+  for (const heavy of top) {
+    const row = document.createElement("tr");
+    cell(row, heavy.identity, "identity");
+    cell(row, String(heavy.count));
+    cell(row, String(heavy.error));
+    cell(row, String(heavy.remaining));
+    cell(row, duration(heavy.retry_after_ms));
+    body.appendChild(row);
+  }
+}
+
+function render(stats) {
+  const store = stats.store;
+  text("store-kind", store.kind);
+  const breaker = document.getElementById("store-breaker");
+  breaker.textContent = store.breaker;
+  breaker.className = store.breaker === "closed" ? "ok" : "bad";
+  text("store-latency", store.latency_us ? micros(store.latency_us.p50) + " / " + micros(store.latency_us.p99) : "no calls");
+  text("store-degraded", String(store.degraded_total));
+  text("config-hash", stats.config.hash);
+  text("config-files", stats.config.files.join(", "));
+  const reload = stats.config.last_reload;
+  const reloadText = reload.result + " at " + new Date(reload.at_unix_s * 1000).toLocaleTimeString() +
+    (reload.errors.length ? ": " + reload.errors.join("; ") : "");
+  const reloadCell = document.getElementById("config-reload");
+  reloadCell.textContent = reloadText;
+  reloadCell.className = reload.result === "ok" ? "" : "bad";
+  renderLimits(stats.limits);
+  renderTop(stats.top_limited);
+  text("updated", "updated " + new Date(stats.now_unix_s * 1000).toLocaleTimeString());
+  document.body.dataset.loaded = "true";
+}
+
+async function refresh() {
+  try {
+    const response = await fetch("/v1/stats", { cache: "no-store" });
+    if (!response.ok) throw new Error("HTTP " + response.status);
+    render(await response.json());
+  } catch (error) {
+    text("updated", "cannot reach the service: " + error.message);
+  }
+}
+
+async function admin(method, path, body) {
+  const response = await fetch(path, {
+    method,
+    headers: { "authorization": "Bearer " + token, "content-type": "application/json" },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const answer = await response.text();
+  text("admin-result", response.status + " " + answer);
+  refresh();
+}
+
+document.getElementById("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  token = document.getElementById("token").value;
+  document.getElementById("admin-actions").hidden = token.length === 0;
+});
+document.getElementById("reload").addEventListener("click", () => admin("POST", "/v1/reload"));
+document.getElementById("reset-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  admin("DELETE", "/v1/state", {
+    domain: document.getElementById("reset-domain").value,
+    descriptors: [{ entries: [{ key: document.getElementById("reset-key").value, value: document.getElementById("reset-value").value }] }],
+  });
+});
+
+refresh();
+setInterval(refresh, 2000);

@@ -1,0 +1,148 @@
+//! The status page in a real browser: Debian's chromium, headless, against
+//! a live service with traffic flowing. What the page shows once its
+//! scripts have run (`--dump-dom`), with no limits, with hundreds, and
+//! with hostile identities (shown as text, never run); a screenshot under
+//! target/ a person can open.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::{post_json, start};
+
+/// `$SLIDEGATE_CHROMIUM`, or `chromium` on the PATH (scripts/test installs it).
+fn chromium() -> PathBuf {
+    if let Some(path) = std::env::var_os("SLIDEGATE_CHROMIUM") {
+        return PathBuf::from(path);
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!("chromium not found: run scripts/test (it installs it with apt) or set SLIDEGATE_CHROMIUM")
+    })
+}
+
+/// Runs headless chromium on `url` with `args`; returns its standard output.
+fn browse(url: &str, args: &[&str], profile: &Path) -> String {
+    let output = Command::new(chromium())
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        // The page fetches its data after load: virtual time runs until
+        // the network is idle, within this budget.
+        .arg("--virtual-time-budget=5000")
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("run chromium");
+    assert!(output.status.success(), "chromium failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn check(domain: &str, key: &str, value: &str) -> String {
+    serde_json::json!({"domain": domain, "descriptors": [{"entries": [{"key": key, "value": value}]}]})
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_limits_rates_and_hostile_identities_as_text() {
+    let mut rules = String::from(
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 2 }\n",
+    );
+    // Hundreds of rules.
+    for i in 0..300 {
+        rules.push_str(&format!(
+            "  - key: route{i}\n    rate_limit: {{ unit: hour, requests_per_unit: {} }}\n",
+            i + 1
+        ));
+    }
+    let service = start(&rules).await;
+    let hostile = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">";
+    for user in ["alice", hostile] {
+        for _ in 0..4 {
+            post_json(&service.url("/v1/check"), &check("api", "user", user)).await;
+        }
+    }
+    let url = service.url("/");
+    let profile = tempfile::tempdir().expect("profile dir");
+    let dom = tokio::task::spawn_blocking({
+        let (url, profile) = (url.clone(), profile.path().to_owned());
+        move || browse(&url, &["--dump-dom"], &profile)
+    })
+    .await
+    .expect("chromium");
+
+    assert!(
+        dom.contains("data-loaded=\"true\""),
+        "the scripts ran and drew the stats: {}",
+        &dom[..dom.len().min(2000)]
+    );
+    assert!(dom.contains("<title>slidegate</title>"), "no script changed the title");
+    assert_eq!(dom.matches("<script").count(), 1, "only the page's own script element");
+    assert!(!dom.contains("<img src=\"x\""), "no element from an identity");
+    // The identity is shown, as text.
+    assert!(
+        dom.contains("&lt;script&gt;document.title='pwned'&lt;/script&gt;"),
+        "hostile identity shown escaped"
+    );
+    assert!(dom.contains("api: user=alice"));
+    assert_eq!(dom.matches("data-key=\"api.route").count(), 300, "every rule has its row");
+    assert!(dom.contains("data-key=\"api.user\""));
+    assert!(dom.contains("class=\"spark\""), "charts drawn");
+
+    // A screenshot a person can open.
+    let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/status-page.png");
+    let arg = format!("--screenshot={}", shot.display());
+    let profile = tempfile::tempdir().expect("profile dir");
+    tokio::task::spawn_blocking({
+        let profile = profile.path().to_owned();
+        move || browse(&url, &[&arg, "--window-size=1280,1000"], &profile)
+    })
+    .await
+    .expect("chromium");
+    let size = std::fs::metadata(&shot).expect("the screenshot").len();
+    assert!(size > 10_000, "a real picture, {size} bytes");
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_is_correct_with_no_limits() {
+    let service = start("domain: empty\ndescriptors: []\n").await;
+    let url = service.url("/");
+    let profile = tempfile::tempdir().expect("profile dir");
+    let dom = tokio::task::spawn_blocking({
+        let profile = profile.path().to_owned();
+        move || browse(&url, &["--dump-dom"], &profile)
+    })
+    .await
+    .expect("chromium");
+    assert!(dom.contains("data-loaded=\"true\""), "{}", &dom[..dom.len().min(2000)]);
+    assert!(
+        dom.contains("<p id=\"no-limits\" class=\"muted\">No limits are configured.</p>"),
+        "shown, not hidden"
+    );
+    assert!(dom.contains("Nothing limited yet."));
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_and_its_assets_carry_a_strict_policy() {
+    let service = start("domain: api\ndescriptors: []\n").await;
+    for (path, kind) in [("/", "text/html"), ("/ui/page.js", "text/javascript"), ("/ui/page.css", "text/css")]
+    {
+        let (status, headers, body) = support::http("GET", &service.url(path), "", &[]).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(headers["content-type"].to_str().unwrap().starts_with(kind), "{path}: {headers:?}");
+        let policy = headers["content-security-policy"].to_str().unwrap();
+        assert!(policy.contains("default-src 'none'") && policy.contains("script-src 'self'"), "{policy}");
+        assert_eq!(headers["x-content-type-options"], "nosniff");
+        // Nothing loaded from elsewhere (the SVG namespace is a name, not a fetch).
+        for outside in ["src=\"http", "href=\"http", "url(http", "fetch(\"http", "//cdn"] {
+            assert!(!body.contains(outside), "{path}: nothing from the internet ({outside})");
+        }
+    }
+    service.stop().await;
+}
