@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use slidegate::{Rule, State};
+use slidegate::{Decision, Rule, State};
 
 use crate::config::{Limit, Unit};
 
@@ -78,8 +78,24 @@ pub struct CheckAnswer {
     pub statuses: Vec<DescriptorStatus>,
     /// Whether a failure policy answered for some limit (the store failed).
     pub degraded: bool,
-    /// The rules the store decided and their decisions, for quota headers.
-    pub(crate) quota: Vec<(Rule, slidegate::Decision)>,
+}
+
+impl CheckAnswer {
+    /// Every limit decided through the store, with its decision, in
+    /// request order (what the quota headers describe).
+    pub(crate) fn decisions(&self) -> impl Iterator<Item = (&Rule, Decision)> {
+        self.statuses.iter().flat_map(|status| &status.limits).filter_map(|l| {
+            let rule = l.limit.rule()?;
+            let mut decision = if l.allowed {
+                Decision::allowed(rule.limit(), l.remaining, l.reset_after)
+            } else {
+                Decision::limited(rule.limit(), l.remaining, l.retry_after, l.reset_after)
+            };
+            decision.state = l.state;
+            decision.violations = l.violations;
+            Some((rule, decision))
+        })
+    }
 }
 
 /// How one request descriptor stands.
@@ -119,6 +135,8 @@ pub struct LimitStatus {
     pub retry_after: Duration,
     /// How long until it holds no charge at all.
     pub reset_after: Duration,
+    /// Its penalty's violations counted for this identity (0 without one).
+    pub violations: u32,
 }
 
 impl DescriptorStatus {

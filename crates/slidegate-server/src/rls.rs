@@ -145,11 +145,14 @@ pub(crate) fn to_pb(answer: &CheckAnswer, families: Families) -> RateLimitRespon
 
 /// The quota headers of `answer` (none when no family is on).
 pub(crate) fn headers_of(answer: &CheckAnswer, families: Families) -> http::HeaderMap {
-    if !(families.ietf || families.legacy) || answer.quota.is_empty() {
+    if !(families.ietf || families.legacy) {
         return http::HeaderMap::new();
     }
-    let rules: Vec<&Rule> = answer.quota.iter().map(|(rule, _)| rule).collect();
-    let multi = MultiDecision::from_decisions(answer.quota.iter().map(|(_, d)| *d).collect());
+    let (rules, decisions): (Vec<&Rule>, Vec<_>) = answer.decisions().unzip();
+    if rules.is_empty() {
+        return http::HeaderMap::new();
+    }
+    let multi = MultiDecision::from_decisions(decisions);
     let mut headers = quota_headers(&rules, &multi, families);
     if answer.code == Code::Ok {
         // Shadow limits deny nothing.

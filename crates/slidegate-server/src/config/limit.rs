@@ -79,13 +79,15 @@ impl Limit {
         self.enforcement == Enforcement::Unlimited
     }
 
-    /// The part of a counter's identity this limit adds: its position and
+    /// Appends the part of a counter's identity this limit adds: its position and
     /// name, and what keys its state in the store besides (the rule's own
     /// parameters), so a limit whose name, algorithm, limit and window are
     /// unchanged keeps its counters across reloads, and one that changes
     /// starts afresh.
-    pub(crate) fn identity_part(&self) -> String {
-        format!("{}#{}", self.index, self.name.as_deref().unwrap_or(""))
+    pub(crate) fn write_identity_part(&self, out: &mut String) {
+        use std::fmt::Write;
+        // Writing to a String cannot fail.
+        let _ = write!(out, "|{}#{}", self.index, self.name.as_deref().unwrap_or(""));
     }
 
     /// The limit as `/v1/rules` shows it.

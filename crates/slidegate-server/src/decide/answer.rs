@@ -10,7 +10,6 @@ pub(super) fn no_limits(count: usize) -> CheckAnswer {
         code: Code::Ok,
         statuses: vec![DescriptorStatus::unlimited_by_config(); count],
         degraded: false,
-        quota: Vec::new(),
     }
 }
 
@@ -24,7 +23,6 @@ pub(super) fn answer(
     (denied, degraded, charged): (bool, bool, bool),
 ) -> CheckAnswer {
     let mut statuses = vec![DescriptorStatus::unlimited_by_config(); count];
-    let mut quota = Vec::new();
     let now_s = if charged { crate::stats::now_s() } else { 0 };
     for item in items {
         let Some(decision) = item.outcome else { continue };
@@ -55,9 +53,6 @@ pub(super) fn answer(
                 .increment(1);
             }
         }
-        if let Some(rule) = item.rule() {
-            quota.push((rule.clone(), decision));
-        }
         status.limits.push(LimitStatus {
             limit: item.limit,
             allowed: decision.allowed,
@@ -65,6 +60,7 @@ pub(super) fn answer(
             remaining: decision.remaining,
             retry_after: decision.retry_after,
             reset_after: decision.reset_after,
+            violations: decision.violations,
         });
     }
     for status in &mut statuses {
@@ -82,5 +78,5 @@ pub(super) fn answer(
             status.state = Some(binding.state);
         }
     }
-    CheckAnswer { code: if denied { Code::OverLimit } else { Code::Ok }, statuses, degraded, quota }
+    CheckAnswer { code: if denied { Code::OverLimit } else { Code::Ok }, statuses, degraded }
 }

@@ -83,40 +83,38 @@ pub(super) fn invalid(error: &slidegate::Error) -> CheckError {
     CheckError::Invalid(error.to_string())
 }
 
-/// The counter identity of `limit` for a descriptor's `entries`: the
+/// The counter identity of a limit for a descriptor's `entries`: the
 /// domain, every entry (a shared wildcard's pattern instead of its value),
-/// and the limit's own part. Each part is length-prefixed, so no two
-/// requests' identities meet whatever bytes their values hold; the library
-/// digests long identities.
+/// and the limit's own part — `limit`'s position and name for the
+/// configured limit `path` led to, `request` for the descriptor's own
+/// (`path` and `limit` are `None`). Each part is length-prefixed, so no
+/// two requests' identities meet whatever bytes their values hold; the
+/// library digests long identities.
 pub(super) fn identity(
     domain: &str,
     entries: &[(&str, &str)],
-    path: Option<&MatchPath<'_>>,
-    limit: &Limit,
-    own: bool,
+    configured: Option<(&MatchPath<'_>, &Limit)>,
 ) -> String {
+    use std::fmt::Write;
     let mut out = String::with_capacity(
-        16 + domain.len() + entries.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>(),
+        24 + domain.len() + entries.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>(),
     );
+    // Writing to a String cannot fail.
     let mut push = |part: &str| {
-        out.push_str(&part.len().to_string());
-        out.push(':');
-        out.push_str(part);
+        let _ = write!(out, "{}:{part}", part.len());
     };
     push(domain);
     for (i, &(key, value)) in entries.iter().enumerate() {
         push(key);
-        let shared = path
-            .and_then(|p| p.get(i))
+        let shared = configured
+            .and_then(|(path, _)| path.get(i))
             .filter(|(node, how)| node.share_threshold && *how == How::Wildcard)
             .and_then(|(node, _)| node.value.as_deref());
         push(shared.unwrap_or(value));
     }
-    out.push('|');
-    if own {
-        out.push_str("request");
-    } else {
-        out.push_str(&limit.identity_part());
+    match configured {
+        Some((_, limit)) => limit.write_identity_part(&mut out),
+        None => out.push_str("|request"),
     }
     out
 }

@@ -140,14 +140,12 @@ impl Decider {
         if mode == Mode::Charge && denied {
             for (status, descriptor) in answer.statuses.iter().zip(&request.descriptors) {
                 if status.code == crate::request::Code::OverLimit {
-                    let mut shown = domain.name().to_owned();
-                    for (i, (key, value)) in descriptor.entries.iter().enumerate() {
-                        shown.push_str(if i == 0 { ": " } else { ", " });
-                        shown.push_str(key);
-                        shown.push('=');
-                        shown.push_str(value);
-                    }
-                    self.stats.limited(&shown, status.remaining, status.retry_after);
+                    self.stats.limited(
+                        domain.name(),
+                        &descriptor.entries,
+                        status.remaining,
+                        status.retry_after,
+                    );
                 }
             }
         }
@@ -163,7 +161,7 @@ impl Decider {
             let cost = descriptor.hits_addend.unwrap_or_else(|| u64::from(request.hits_addend.max(1)));
             if let Some(limit) = descriptor.limit {
                 let limit = Arc::new(override_limit(domain.name(), &entries, limit)?);
-                let identity = identity(domain.name(), &entries, None, &limit, true);
+                let identity = identity(domain.name(), &entries, None);
                 let shadow = self.shadow;
                 items.push(Item {
                     descriptor: index,
@@ -183,7 +181,7 @@ impl Decider {
             let Some(&(node, _)) = path.last() else { continue };
             let stat_key = dynamic_stat_key(domain.name(), &entries, &path);
             for limit in &node.limits {
-                let identity = identity(domain.name(), &entries, Some(&path), limit, false);
+                let identity = identity(domain.name(), &entries, Some((&path, limit)));
                 let shadow = self.shadow || limit.shadow;
                 let stat_key = stat_key.clone();
                 let limit = limit.clone();

@@ -42,9 +42,17 @@ pub(crate) fn now_s() -> u64 {
 }
 
 impl ServiceStats {
-    /// Counts a limited request of `identity`.
-    pub fn limited(&self, identity: &str, remaining: u32, retry_after: Duration) {
-        self.top.lock().unwrap_or_else(PoisonError::into_inner).record(identity, remaining, retry_after);
+    /// Counts a limited request of the descriptor `entries` in `domain`,
+    /// shown as `domain: key=value, key=value`.
+    pub fn limited(&self, domain: &str, entries: &[(String, String)], remaining: u32, retry_after: Duration) {
+        let mut shown = domain.to_owned();
+        for (i, (key, value)) in entries.iter().enumerate() {
+            shown.push_str(if i == 0 { ": " } else { ", " });
+            shown.push_str(key);
+            shown.push('=');
+            shown.push_str(value);
+        }
+        self.top.lock().unwrap_or_else(PoisonError::into_inner).record(&shown, remaining, retry_after);
     }
 
     /// Counts a store call that took `took`.
