@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use slidegate::{FailurePolicy, MemoryStore};
-use slidegate_server::config::Config;
+use slidegate_server::config::{Config, GatewayConfig};
 use slidegate_server::{HeaderFamilies, Listeners, OnStoreFailure, ServerConfig, ServiceStore};
 use tokio::net::TcpListener;
 
@@ -49,7 +49,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             Some(token)
         }
     };
-    let mut config = ServerConfig::new(args.rules.clone(), store);
+    let mut config = match (&args.rules, &args.gateway) {
+        (Some(rules), gateway) => {
+            let mut config = ServerConfig::new(rules.clone(), store);
+            config.gateway = gateway.clone();
+            config
+        }
+        (None, Some(gateway)) => ServerConfig::for_gateway(gateway.clone(), store),
+        (None, None) => bail!("give --rules, --gateway or both"),
+    };
     config.deadline = args.deadline;
     config.policy = match args.policy {
         PolicyArg::Fallback => FailurePolicy::Fallback,
@@ -70,34 +78,53 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     config.admin_token = admin_token;
     config.grace = args.grace;
     config.watch = !args.no_watch;
-    let listeners = Listeners::new(bind(args.grpc, "--grpc").await?, bind(args.http, "--http").await?);
+    let mut listeners = Listeners::new(bind(args.grpc, "--grpc").await?, bind(args.http, "--http").await?);
+    if args.gateway.is_some() {
+        let gateway = bind(Listen::At(args.gateway_addr), "--gateway-addr").await?;
+        listeners = listeners.with_gateway(gateway.context("--gateway-addr")?);
+    }
     if let Some(grpc) = &listeners.grpc {
         eprintln!("slidegate: Envoy RLS v3 (gRPC) on {}", grpc.local_addr()?);
     }
     if let Some(http) = &listeners.http {
         eprintln!("slidegate: HTTP API on http://{}", http.local_addr()?);
     }
+    if let Some(gateway) = &listeners.gateway {
+        eprintln!("slidegate: gateway on http://{}", gateway.local_addr()?);
+    }
     slidegate_server::serve(config, listeners, shutdown_signal()).await?;
     eprintln!("slidegate: stopped");
     Ok(())
 }
 
-/// `--check`: every problem of the rules, or a summary.
+/// `--check`: every problem of the rules and the gateway file, or a summary.
 fn check(args: &ServeArgs) -> anyhow::Result<()> {
-    match Config::load(&args.rules) {
-        Ok(config) => {
-            let domains: Vec<&str> = config.domains().map(|d| d.name()).collect();
-            println!(
-                "{}: ok ({} file(s), domains: {}, hash {})",
-                args.rules.display(),
-                config.files().len(),
-                domains.join(", "),
-                config.hash()
-            );
-            Ok(())
+    let mut problems = Vec::new();
+    if let Some(rules) = &args.rules {
+        match Config::load(rules) {
+            Ok(config) => {
+                let domains: Vec<&str> = config.domains().map(|d| d.name()).collect();
+                println!(
+                    "{}: ok ({} file(s), domains: {}, hash {})",
+                    rules.display(),
+                    config.files().len(),
+                    domains.join(", "),
+                    config.hash()
+                );
+            }
+            Err(errors) => problems.push(errors.to_string()),
         }
-        Err(errors) => bail!("{errors}"),
     }
+    if let Some(gateway) = &args.gateway {
+        match GatewayConfig::load(gateway) {
+            Ok(config) => {
+                let routes: Vec<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
+                println!("{}: ok (routes: {}, hash {})", gateway.display(), routes.join(", "), config.hash);
+            }
+            Err(errors) => problems.push(errors.to_string()),
+        }
+    }
+    if problems.is_empty() { Ok(()) } else { bail!("{}", problems.join("\n")) }
 }
 
 async fn bind(listen: Listen, flag: &str) -> anyhow::Result<Option<TcpListener>> {

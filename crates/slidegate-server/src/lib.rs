@@ -34,6 +34,7 @@
 
 pub mod config;
 mod decide;
+mod gateway;
 mod http;
 mod reload;
 mod request;

@@ -1,4 +1,4 @@
-//! Hot reload: the rules file or directory is watched; a write, a rename
+//! Hot reload: the rules file or directory, and the gateway file, are watched; a write, a rename
 //! or a Kubernetes ConfigMap's symlink swap (`..data`) reloads it, as do
 //! `SIGHUP` and `POST /v1/reload`.
 //!
@@ -16,7 +16,8 @@ use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, new_debouncer};
 use tokio::sync::mpsc;
 
-use crate::config::{Config, ConfigErrors, Rules};
+use crate::config::{Config, ConfigError, ConfigErrors, GatewayConfig, Rules};
+use crate::gateway::Gateway;
 use crate::status::ServiceStatus;
 use crate::telemetry;
 
@@ -24,65 +25,134 @@ use crate::telemetry;
 /// several steps, and a ConfigMap update is several renames.
 const SETTLE: Duration = Duration::from_millis(200);
 
-/// Reloads the rules from their path.
-#[derive(Debug, Clone)]
+/// Reloads the rules, and the gateway's routes, from their paths.
+#[derive(Clone)]
 pub struct Reloader {
     rules: Rules,
-    path: PathBuf,
+    path: Option<PathBuf>,
+    gateway: Option<(Gateway, PathBuf)>,
     status: Arc<ServiceStatus>,
     /// One reload at a time (file events, signals and the API may race).
     lock: Arc<tokio::sync::Mutex<()>>,
 }
 
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader")
+            .field("rules", &self.path)
+            .field("gateway", &self.gateway.as_ref().map(|(_, path)| path))
+            .finish_non_exhaustive()
+    }
+}
+
 impl Reloader {
     /// A reloader of `path` into `rules`, recording into `status`.
     pub fn new(rules: Rules, path: PathBuf, status: Arc<ServiceStatus>) -> Reloader {
-        Reloader { rules, path, status, lock: Arc::default() }
+        Reloader { rules, path: Some(path), gateway: None, status, lock: Arc::default() }
     }
 
-    /// The rules path.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// A reloader of the rules at `path` (if any) and of the gateway file.
+    pub(crate) fn with_gateway(
+        rules: Rules,
+        path: Option<PathBuf>,
+        gateway: Option<(Gateway, PathBuf)>,
+        status: Arc<ServiceStatus>,
+    ) -> Reloader {
+        Reloader { rules, path, gateway, status, lock: Arc::default() }
     }
 
-    /// Loads the rules again; puts them in force if they are valid and
-    /// differ from those in force.
+    /// The rules path, if the service has rules.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The gateway file, if the service is a gateway.
+    pub fn gateway_path(&self) -> Option<&Path> {
+        self.gateway.as_ref().map(|(_, path)| path.as_path())
+    }
+
+    /// Loads the rules and the gateway file again; puts them in force if
+    /// both are valid and either differs from what is in force. One bad
+    /// file changes nothing.
     ///
     /// # Errors
     ///
     /// The new configuration's problems; the one in force stays.
     pub async fn reload(&self) -> Result<bool, ConfigErrors> {
         let _one = self.lock.lock().await;
-        let path = self.path.clone();
-        let loaded = tokio::task::spawn_blocking(move || Config::load(&path)).await.unwrap_or_else(|e| {
-            Err(ConfigErrors(vec![crate::config::ConfigError::whole(&self.path, e.to_string())]))
-        });
-        match loaded {
-            Ok(config) => {
-                let changed = config.hash() != self.rules.current().hash();
-                let hash = config.hash().to_owned();
-                if changed {
-                    self.rules.replace(config);
-                    tracing::info!(target: "slidegate", hash, "rules reloaded");
+        let rules_path = self.path.clone();
+        let gateway_path = self.gateway.as_ref().map(|(_, path)| path.clone());
+        let loaded = tokio::task::spawn_blocking(move || {
+            let rules = rules_path.map(|path| Config::load(&path));
+            let gateway = gateway_path.map(|path| GatewayConfig::load(&path));
+            (rules, gateway)
+        })
+        .await;
+        let (rules, gateway) = match loaded {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                let at =
+                    self.path.clone().or_else(|| self.gateway_path().map(Path::to_owned)).unwrap_or_default();
+                (Some(Err(ConfigErrors(vec![ConfigError::whole(&at, e.to_string())]))), None)
+            }
+        };
+        let mut errors = Vec::new();
+        let rules = match rules {
+            Some(Ok(config)) => Some(config),
+            Some(Err(e)) => {
+                errors.extend(e.0);
+                None
+            }
+            None => None,
+        };
+        let table = match (gateway, &self.gateway) {
+            (Some(Ok(config)), Some((gateway, _))) if config.hash != gateway.current().config.hash => {
+                match gateway.build(config) {
+                    Ok(table) => Some(table),
+                    Err(e) => {
+                        errors.extend(e.0);
+                        None
+                    }
                 }
-                self.status.record_reload(Vec::new(), &hash);
-                telemetry::reload(true);
-                Ok(changed)
             }
-            Err(errors) => {
-                tracing::error!(target: "slidegate", %errors, "reload refused; the rules in force stay");
-                self.status.record_reload(
-                    errors.errors().iter().map(ToString::to_string).collect(),
-                    self.rules.current().hash(),
-                );
-                telemetry::reload(false);
-                Err(errors)
+            (Some(Err(e)), _) => {
+                errors.extend(e.0);
+                None
             }
+            _ => None,
+        };
+        if !errors.is_empty() {
+            let errors = ConfigErrors(errors);
+            tracing::error!(target: "slidegate", %errors, "reload refused; the configuration in force stays");
+            self.record(errors.errors().iter().map(ToString::to_string).collect());
+            telemetry::reload(false);
+            return Err(errors);
         }
+        let mut changed = false;
+        if let Some(config) = rules
+            && config.hash() != self.rules.current().hash()
+        {
+            tracing::info!(target: "slidegate", hash = config.hash(), "rules reloaded");
+            self.rules.replace(config);
+            changed = true;
+        }
+        if let (Some(table), Some((gateway, _))) = (table, &self.gateway) {
+            tracing::info!(target: "slidegate", hash = table.config.hash, "gateway routes reloaded");
+            gateway.install(table);
+            changed = true;
+        }
+        self.record(Vec::new());
+        telemetry::reload(true);
+        Ok(changed)
     }
 
-    /// Watches the rules path until the returned guard is dropped, and
-    /// reloads on every settled change.
+    fn record(&self, errors: Vec<String>) {
+        let gateway_hash = self.gateway.as_ref().map(|(gateway, _)| gateway.current().config.hash.clone());
+        self.status.record_reload(errors, self.rules.current().hash(), gateway_hash.as_deref());
+    }
+
+    /// Watches the rules path and the gateway file until the returned
+    /// guard is dropped, and reloads on every settled change.
     ///
     /// # Errors
     ///
@@ -99,10 +169,15 @@ impl Reloader {
         // A directory's subdirectories hold rules too; a file's directory
         // is watched alone (it may be the working directory, with a build
         // tree below).
-        if self.path.is_dir() {
-            debouncer.watch(&self.path, RecursiveMode::Recursive)?;
-        } else {
-            debouncer.watch(parent(&self.path), RecursiveMode::NonRecursive)?;
+        if let Some(path) = &self.path {
+            if path.is_dir() {
+                debouncer.watch(path, RecursiveMode::Recursive)?;
+            } else {
+                debouncer.watch(parent(path), RecursiveMode::NonRecursive)?;
+            }
+        }
+        if let Some(path) = self.gateway_path() {
+            debouncer.watch(parent(path), RecursiveMode::NonRecursive)?;
         }
         let reloader = self.clone();
         let task = tokio::spawn(async move {

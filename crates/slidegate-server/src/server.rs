@@ -1,6 +1,7 @@
 //! `serve`: the service on its listeners until shutdown.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -17,7 +18,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::config::{Config, ConfigErrors, Rules};
+use crate::config::{Config, ConfigErrors, GatewayConfig, Rules};
+use crate::gateway::{ConnectionSlot, Gateway};
 use crate::http::{AppState, MAX_BODY_BYTES, router};
 use crate::reload::Reloader;
 use crate::rls::Rls;
@@ -28,8 +30,12 @@ use crate::{Decider, OnStoreFailure, ServiceStore};
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ServerConfig {
-    /// The rules: one envoy-ratelimit YAML file, or a directory of them.
-    pub rules: PathBuf,
+    /// The rules: one envoy-ratelimit YAML file, or a directory of them
+    /// (`None` for a gateway without rules of its own).
+    pub rules: Option<PathBuf>,
+    /// The gateway file: routes, their upstreams and limits (see
+    /// [`GatewayConfig`](crate::config::GatewayConfig)); `None` for no gateway.
+    pub gateway: Option<PathBuf>,
     /// The store, connected.
     pub store: ServiceStore,
     /// How long one store call may take before the failure policy answers.
@@ -40,7 +46,7 @@ pub struct ServerConfig {
     /// fails with `UNAVAILABLE` / 503.
     pub on_store_failure: OnStoreFailure,
     /// The quota headers added to answers (RLS `response_headers_to_add`,
-    /// HTTP headers of `/v1/check`).
+    /// HTTP headers of `/v1/check`, the gateway's responses).
     pub headers: Families,
     /// Global shadow mode: decide and count, never deny.
     pub shadow: bool,
@@ -58,7 +64,8 @@ impl ServerConfig {
     /// fallback policy, no quota headers, 10 s of grace, watching.
     pub fn new(rules: impl Into<PathBuf>, store: ServiceStore) -> ServerConfig {
         ServerConfig {
-            rules: rules.into(),
+            rules: Some(rules.into()),
+            gateway: None,
             store,
             deadline: slidegate::limits::DEFAULT_DEADLINE,
             policy: FailurePolicy::default(),
@@ -70,6 +77,17 @@ impl ServerConfig {
             watch: true,
         }
     }
+
+    /// The defaults for a gateway of `gateway` (a file) on `store`, without
+    /// rules of its own: as [`new`](Self::new), with both families of quota
+    /// headers on the gateway's responses.
+    pub fn for_gateway(gateway: impl Into<PathBuf>, store: ServiceStore) -> ServerConfig {
+        let mut config = ServerConfig::new(PathBuf::new(), store);
+        config.rules = None;
+        config.gateway = Some(gateway.into());
+        config.headers = Families::new(true, true, false);
+        config
+    }
 }
 
 /// Where the service listens (bound by the caller, so tests bind port 0).
@@ -80,12 +98,20 @@ pub struct Listeners {
     pub grpc: Option<TcpListener>,
     /// The HTTP API.
     pub http: Option<TcpListener>,
+    /// The gateway's proxy.
+    pub gateway: Option<TcpListener>,
 }
 
 impl Listeners {
-    /// Both listeners.
+    /// The two API listeners.
     pub fn new(grpc: Option<TcpListener>, http: Option<TcpListener>) -> Listeners {
-        Listeners { grpc, http }
+        Listeners { grpc, http, gateway: None }
+    }
+
+    /// With the gateway's listener.
+    pub fn with_gateway(mut self, gateway: TcpListener) -> Listeners {
+        self.gateway = Some(gateway);
+        self
     }
 }
 
@@ -144,25 +170,42 @@ pub async fn serve(
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let path = config.rules.clone();
-    let loaded = tokio::task::spawn_blocking(move || Config::load(&path))
-        .await
-        .map_err(|e| ServeError::Io(e.to_string()))?
-        .map_err(ServeError::Config)?;
-    let status = Arc::new(ServiceStatus::new(loaded.hash()));
+    if config.rules.is_none() && config.gateway.is_none() {
+        return Err(ServeError::Io("nothing to serve: give rules, a gateway file or both".into()));
+    }
+    if listeners.gateway.is_some() && config.gateway.is_none() {
+        return Err(ServeError::Io("a gateway listener needs a gateway file".into()));
+    }
+    let (rules_path, gateway_path) = (config.rules.clone(), config.gateway.clone());
+    let (loaded, gateway_config) = tokio::task::spawn_blocking(move || {
+        let rules = rules_path.as_deref().map_or_else(|| Ok(Config::default()), Config::load);
+        let gateway = gateway_path.as_deref().map(GatewayConfig::load).transpose();
+        (rules, gateway)
+    })
+    .await
+    .map_err(|e| ServeError::Io(e.to_string()))?;
+    let loaded = loaded.map_err(ServeError::Config)?;
+    let gateway_config = gateway_config.map_err(ServeError::Config)?;
+    let status =
+        Arc::new(ServiceStatus::new(loaded.hash(), gateway_config.as_ref().map(|g| g.hash.as_str())));
     let rules = Rules::new(loaded);
     let store_kind = config.store.kind();
     let limiter =
         Limiter::builder(config.store).deadline(config.deadline).failure_policy(config.policy).build();
+    let gateway = gateway_config
+        .map(|gateway| Gateway::new(gateway, limiter.clone(), config.headers))
+        .transpose()
+        .map_err(ServeError::Config)?;
     let decider =
         Decider::new(limiter, rules.clone()).on_store_failure(config.on_store_failure).shadow(config.shadow);
-    let reloader = Reloader::new(rules, config.rules.clone(), status.clone());
+    let reloader = Reloader::with_gateway(
+        rules,
+        config.rules.clone(),
+        gateway.clone().zip(config.gateway.clone()),
+        status.clone(),
+    );
     let _watch = if config.watch {
-        Some(
-            reloader
-                .watch()
-                .map_err(|e| ServeError::Io(format!("cannot watch {}: {e}", config.rules.display())))?,
-        )
+        Some(reloader.watch().map_err(|e| ServeError::Io(format!("cannot watch the configuration: {e}")))?)
     } else {
         None
     };
@@ -179,7 +222,7 @@ pub async fn serve(
         let rls = RateLimitServiceServer::new(Rls::new(decider.clone(), config.headers))
             .max_decoding_message_size(MAX_BODY_BYTES);
         let grpc = tonic::service::Routes::new(health_service).add_service(rls).into_axum_router();
-        accepting.spawn(accept(listener, grpc, drained.clone(), connections.clone()));
+        accepting.spawn(accept(listener, api(grpc), drained.clone(), connections.clone()));
     }
     if let Some(listener) = listeners.http {
         let app = router(AppState {
@@ -190,8 +233,16 @@ pub async fn serve(
             metrics: prometheus(),
             admin_token: config.admin_token.map(Arc::from),
             store_kind,
+            gateway: gateway.clone(),
         });
-        accepting.spawn(accept(listener, app, drained.clone(), connections.clone()));
+        accepting.spawn(accept(listener, api(app), drained.clone(), connections.clone()));
+    }
+    if let (Some(listener), Some(gateway)) = (listeners.gateway, gateway) {
+        let make = move |peer: SocketAddr| {
+            let (service, builder, slot) = gateway.connection(peer)?;
+            Some(Connection { service, builder, slot: Some(slot) })
+        };
+        accepting.spawn(accept(listener, make, drained.clone(), connections.clone()));
     }
     tracing::info!(target: "slidegate", "serving");
 
@@ -228,19 +279,44 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// How one accepted connection is served.
+struct Connection<S> {
+    service: S,
+    builder: auto::Builder<TokioExecutor>,
+    /// Its place under a per-address cap, held while it is open.
+    slot: Option<ConnectionSlot>,
+}
+
+/// An API's connections: all served alike, uncapped.
+fn api(app: axum::Router) -> impl FnMut(SocketAddr) -> Option<Connection<axum::Router>> {
+    let builder = auto::Builder::new(TokioExecutor::new());
+    move |_| Some(Connection { service: app.clone(), builder: builder.clone(), slot: None })
+}
+
 /// Accepts connections on `listener` until `stop`, each served (HTTP/1 or
-/// HTTP/2, which gRPC speaks) by `app` in a task of `connections`; then
-/// asks them to finish gracefully.
-async fn accept(
+/// HTTP/2, which gRPC speaks, with protocol switches such as WebSocket)
+/// as `make` says — or closed at once when it says `None` — in a task of
+/// `connections`; then asks them to finish gracefully.
+async fn accept<M, S, B>(
     listener: TcpListener,
-    app: axum::Router,
+    mut make: M,
     mut stop: watch::Receiver<bool>,
     connections: Arc<std::sync::Mutex<JoinSet<()>>>,
-) {
+) where
+    M: FnMut(SocketAddr) -> Option<Connection<S>>,
+    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let graceful = GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
     loop {
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -253,13 +329,19 @@ async fn accept(
             },
             () = stopped(&mut stop) => break,
         };
+        let Some(Connection { service, builder, slot }) = make(peer) else {
+            tracing::debug!(target: "slidegate", %peer, "connection refused: too many from this address");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned());
+        let service = TowerToHyperService::new(service);
+        let connection = graceful
+            .watch(builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned());
         let mut set = lock(&connections);
         // Finished connections leave the set as new ones come.
         while set.try_join_next().is_some() {}
         set.spawn(async move {
+            let _slot = slot;
             let _ = connection.await;
         });
     }

@@ -15,8 +15,11 @@ pub struct ReloadRecord {
     pub result: &'static str,
     /// What was wrong (a bad file keeps the configuration in force).
     pub errors: Vec<String>,
-    /// The hash of the configuration in force after it.
+    /// The hash of the rules in force after it.
     pub config_hash: String,
+    /// The hash of the gateway file in force after it, for a gateway.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway_hash: Option<String>,
 }
 
 /// Shared by the APIs, the reloader and the shutdown.
@@ -32,8 +35,9 @@ fn unix_s(at: SystemTime) -> u64 {
 }
 
 impl ServiceStatus {
-    /// A service that loaded the configuration of hash `config_hash`.
-    pub fn new(config_hash: &str) -> ServiceStatus {
+    /// A service that loaded the rules of hash `config_hash` (and the
+    /// gateway file of hash `gateway_hash`).
+    pub fn new(config_hash: &str, gateway_hash: Option<&str>) -> ServiceStatus {
         let now = SystemTime::now();
         ServiceStatus {
             shutting_down: AtomicBool::new(false),
@@ -42,6 +46,7 @@ impl ServiceStatus {
                 result: "ok",
                 errors: Vec::new(),
                 config_hash: config_hash.to_owned(),
+                gateway_hash: gateway_hash.map(str::to_owned),
             }),
             started: now,
         }
@@ -58,12 +63,13 @@ impl ServiceStatus {
     }
 
     /// Records a reload.
-    pub fn record_reload(&self, errors: Vec<String>, config_hash: &str) {
+    pub fn record_reload(&self, errors: Vec<String>, config_hash: &str, gateway_hash: Option<&str>) {
         let record = ReloadRecord {
             at_unix_s: unix_s(SystemTime::now()),
             result: if errors.is_empty() { "ok" } else { "error" },
             errors,
             config_hash: config_hash.to_owned(),
+            gateway_hash: gateway_hash.map(str::to_owned),
         };
         *self.last_reload.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = record;
     }

@@ -13,7 +13,14 @@
 //!   (its stats key, as envoy ratelimit names it; keys named by request
 //!   values — `detailed_metric`, `value_to_metric` — are bounded: past
 //!   [`MAX_VALUE_KEYS`] distinct ones, `limit` is `_other`);
-//! * `slidegate_config_reloads_total{result}` — `ok` or `error`.
+//! * `slidegate_config_reloads_total{result}` — `ok` or `error`;
+//! * `slidegate_gateway_requests_total{route, outcome}` — `outcome` is
+//!   `admitted`, `limited`, `no_route` or `refused` (a request the gateway
+//!   will not forward); `route` is the route's name (`-` for none);
+//! * `slidegate_gateway_request_duration_seconds{route}` — until the
+//!   response head, a histogram;
+//! * `slidegate_gateway_upstream_errors_total{route, kind}` — `connect`,
+//!   `failed` or `timeout`.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
@@ -60,6 +67,21 @@ pub(crate) fn observe(api: Api, outcome: &Result<CheckAnswer, CheckError>, start
 /// Records a reload's result.
 pub(crate) fn reload(ok: bool) {
     metrics::counter!("slidegate_config_reloads_total", "result" => if ok { "ok" } else { "error" })
+        .increment(1);
+}
+
+/// Records a gateway request's outcome and the time to its response head.
+pub(crate) fn gateway_request(route: &str, outcome: &'static str, started: Instant) {
+    let route = route.to_owned();
+    metrics::counter!("slidegate_gateway_requests_total", "route" => route.clone(), "outcome" => outcome)
+        .increment(1);
+    metrics::histogram!("slidegate_gateway_request_duration_seconds", "route" => route)
+        .record(started.elapsed().as_secs_f64());
+}
+
+/// Records an upstream that could not be reached, failed or did not answer in time.
+pub(crate) fn upstream_error(route: &str, kind: &'static str) {
+    metrics::counter!("slidegate_gateway_upstream_errors_total", "route" => route.to_owned(), "kind" => kind)
         .increment(1);
 }
 

@@ -30,13 +30,13 @@ impl TrustedProxies {
         Ok(TrustedProxies { nets })
     }
 
-    fn contains(&self, ip: IpAddr) -> bool {
+    pub(crate) fn contains(&self, ip: IpAddr) -> bool {
         self.nets.iter().any(|net| net.contains(&ip))
     }
 }
 
 /// IPv4-mapped IPv6 addresses (`::ffff:192.0.2.1`) as the IPv4 they are.
-fn canonical(ip: IpAddr) -> IpAddr {
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,

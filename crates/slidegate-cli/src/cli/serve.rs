@@ -15,15 +15,27 @@ use crate::store_choice::{StoreSpec, parse_key_prefix};
 /// form at `POST /json`, slidegate's own `POST /v1/check` and `/v1/peek`,
 /// status, rules, health, readiness and Prometheus metrics over HTTP.
 /// Rules are envoy ratelimit's YAML (a file or a directory), reloaded when
-/// they change, on SIGHUP and on `POST /v1/reload`.
+/// they change, on SIGHUP and on `POST /v1/reload`. With `--gateway`, it is
+/// also a rate-limiting reverse proxy: routes to upstreams, each with its
+/// limits.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The rules: an envoy-ratelimit YAML file, or a directory of them
     /// (`*.yaml`, `*.yml`; names starting with `.` are skipped).
-    #[arg(long, value_name = "FILE|DIR", env = "SLIDEGATE_RULES")]
-    pub rules: PathBuf,
+    #[arg(long, value_name = "FILE|DIR", env = "SLIDEGATE_RULES", required_unless_present = "gateway")]
+    pub rules: Option<PathBuf>,
 
-    /// Only check the rules: print every problem, exit 0 when there is none, 1 otherwise.
+    /// Run as a gateway too: the routes, their upstreams and limits, from
+    /// this YAML file (reloaded like the rules).
+    #[arg(long, value_name = "FILE", env = "SLIDEGATE_GATEWAY")]
+    pub gateway: Option<PathBuf>,
+
+    /// The gateway's proxy listens here (with `--gateway`).
+    #[arg(long, value_name = "ADDR", env = "SLIDEGATE_GATEWAY_ADDR", default_value = "0.0.0.0:8000")]
+    pub gateway_addr: SocketAddr,
+
+    /// Only check the rules and the gateway file: print every problem, exit
+    /// 0 when there is none, 1 otherwise.
     #[arg(long)]
     pub check: bool,
 

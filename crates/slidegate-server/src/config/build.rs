@@ -53,7 +53,7 @@ pub(super) fn domain(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> 
             return None;
         }
     };
-    let mut builder = Builder { file, errors, names: Vec::new(), replaces: Vec::new() };
+    let mut builder = Builder::new(file, errors);
     let Some(domain) = yaml.domain else {
         builder.error((1, 1), "the file names no `domain` (one domain per file, as in envoy ratelimit)");
         return None;
@@ -82,7 +82,7 @@ pub(super) fn domain(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> 
 }
 
 /// A YAML or shape error, at its position.
-fn yaml_error(file: &Path, error: &serde_saphyr::Error) -> ConfigError {
+pub(super) fn yaml_error(file: &Path, error: &serde_saphyr::Error) -> ConfigError {
     // The library's message ends with its own "at line L, column C".
     let message = error.without_snippet().to_string();
     let message = match message.rfind(" at line ") {
@@ -93,7 +93,7 @@ fn yaml_error(file: &Path, error: &serde_saphyr::Error) -> ConfigError {
     ConfigError::at(file, at, message)
 }
 
-struct Builder<'f> {
+pub(super) struct Builder<'f> {
     file: &'f Path,
     errors: &'f mut Vec<ConfigError>,
     /// Every limit name of the domain.
@@ -101,12 +101,22 @@ struct Builder<'f> {
     replaces: Vec<Replaces>,
 }
 
-impl Builder<'_> {
-    fn error(&mut self, at: (u32, u32), message: impl Into<String>) {
+impl<'f> Builder<'f> {
+    /// A builder of limits written in `file`, adding problems to `errors`.
+    pub(super) fn new(file: &'f Path, errors: &'f mut Vec<ConfigError>) -> Builder<'f> {
+        Builder { file, errors, names: Vec::new(), replaces: Vec::new() }
+    }
+
+    pub(super) fn error(&mut self, at: (u32, u32), message: impl Into<String>) {
         self.errors.push(ConfigError::at(self.file, at, message));
     }
 
-    fn source(&self, at: (u32, u32)) -> String {
+    /// How many problems have been found so far.
+    pub(super) fn error_count(&self) -> usize {
+        self.errors.len()
+    }
+
+    pub(super) fn source(&self, at: (u32, u32)) -> String {
         format!("{}:{}:{}", self.file.display(), at.0, at.1)
     }
 
@@ -173,7 +183,8 @@ impl Builder<'_> {
             (None, None) => Vec::new(),
         };
         for (index, limit) in limits.into_iter().enumerate() {
-            if let Some(limit) = self.limit(limit, index, shadow, &stat_key) {
+            let at = position(&limit);
+            if let Some(limit) = self.limit(limit.value, at, index, shadow, &stat_key) {
                 node.limits.push(Arc::new(limit));
             }
         }
@@ -190,15 +201,14 @@ impl Builder<'_> {
     }
 
     /// Builds one limit, or says what is wrong with it.
-    fn limit(
+    pub(super) fn limit(
         &mut self,
-        yaml: Spanned<RateLimitYaml>,
+        yaml: RateLimitYaml,
+        at: (u32, u32),
         index: usize,
         shadow: bool,
         stat_key: &str,
     ) -> Option<Limit> {
-        let at = position(&yaml);
-        let yaml = yaml.value;
         let errors_before = self.errors.len();
         let name = yaml.name.as_ref().map(|n| n.value.clone()).filter(|n| !n.is_empty());
         if let Some(name) = &name {

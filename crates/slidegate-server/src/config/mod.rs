@@ -18,6 +18,7 @@
 mod build;
 mod descriptors;
 mod error;
+mod gateway;
 mod limit;
 mod rules;
 mod unit;
@@ -33,6 +34,10 @@ use sha2::{Digest, Sha256};
 pub(crate) use descriptors::{How, Path as MatchPath};
 pub use descriptors::{Level, Node};
 pub use error::{ConfigError, ConfigErrors};
+pub use gateway::{
+    GatewayConfig, HostMatch, KeySpec, MAX_HEADER_BYTES, MAX_ROUTES, MAX_UPSTREAMS, MIN_HEADER_BYTES, Route,
+    RouteLimit, Settings as GatewaySettings,
+};
 pub use limit::{Enforcement, Limit};
 pub use rules::Rules;
 pub use unit::Unit;
@@ -212,7 +217,7 @@ impl Config {
 }
 
 /// Reads one file, refusing what cannot be a rules file.
-fn read(file: &Path) -> Result<String, ConfigError> {
+pub(crate) fn read(file: &Path) -> Result<String, ConfigError> {
     let meta = fs::metadata(file).map_err(|e| ConfigError::whole(file, format!("cannot read: {e}")))?;
     if meta.len() > MAX_FILE_BYTES {
         return Err(ConfigError::whole(

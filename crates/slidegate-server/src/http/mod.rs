@@ -1,6 +1,6 @@
 //! The HTTP API (axum): `/json` (envoy ratelimit's JSON form),
 //! `/v1/check` and `/v1/peek` (slidegate's own), `/v1/status`, `/v1/stats`,
-//! `/v1/rules`, `/healthz`, `/readyz`, `/metrics`, the status page (`/`),
+//! `/v1/rules`, `/v1/gateway`, `/healthz`, `/readyz`, `/metrics`, the status page (`/`),
 //! and the admin surface
 //! (`POST /v1/reload`, `DELETE /v1/state`), which exists only when a token
 //! is configured.
@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use slidegate_tower::headers::Families;
 
 use crate::Decider;
+use crate::gateway::Gateway;
 use crate::reload::Reloader;
 use crate::request::CheckError;
 use crate::status::ServiceStatus;
@@ -42,6 +43,8 @@ pub(crate) struct AppState {
     /// The admin token; no admin routes without one.
     pub(crate) admin_token: Option<Arc<str>>,
     pub(crate) store_kind: &'static str,
+    /// The gateway, when the service is one (its routes on the status page).
+    pub(crate) gateway: Option<Gateway>,
 }
 
 /// The router of the HTTP API.
@@ -53,6 +56,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/status", get(status::status))
         .route("/v1/rules", get(status::rules))
         .route("/v1/stats", get(status::stats))
+        .route("/v1/gateway", get(status::gateway))
         .route("/healthz", get(status::healthz))
         .route("/readyz", get(status::readyz))
         .route("/metrics", get(status::metrics))

@@ -23,6 +23,14 @@ pub(super) async fn status(State(app): State<AppState>) -> Response {
             "files": config.files(),
             "domains": config.domains().map(|d| d.name()).collect::<Vec<_>>(),
         },
+        "gateway": app.gateway.as_ref().map(|g| {
+            let table = g.current();
+            json!({
+                "hash": table.config.hash,
+                "file": table.config.file,
+                "routes": table.config.routes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            })
+        }),
         "last_reload": app.status.last_reload(),
         "store": {
             "kind": app.store_kind,
@@ -80,6 +88,7 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
             "last_reload": app.status.last_reload(),
         },
         "limits": limits,
+        "gateway": app.gateway.as_ref().map(|g| g.view(Some(now))),
         "top_limited": stats.top(),
         "store": {
             "kind": app.store_kind,
@@ -95,6 +104,15 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
 pub(super) async fn rules(State(app): State<AppState>) -> Response {
     let config = app.decider.rules().current();
     axum::Json(json!({ "hash": config.hash(), "domains": config.view() })).into_response()
+}
+
+/// `GET /v1/gateway`: the gateway's routes in force, as JSON (404 when the
+/// service is no gateway).
+pub(super) async fn gateway(State(app): State<AppState>) -> Response {
+    match &app.gateway {
+        Some(gateway) => axum::Json(gateway.view(None)).into_response(),
+        None => super::error(StatusCode::NOT_FOUND, "this service is not a gateway"),
+    }
 }
 
 /// `GET /healthz`: the process answers.

@@ -1,0 +1,191 @@
+//! What a proxy changes in the headers it passes on: hop-by-hop headers
+//! removed (RFC 9110 §7.6.1), the forwarding headers set.
+
+use std::net::{IpAddr, SocketAddr};
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+/// Headers that describe one connection, never passed on.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Whether `headers` ask to switch protocols (`Connection: upgrade` and an
+/// `Upgrade`), e.g. a WebSocket handshake.
+pub(super) fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::UPGRADE) && has_token(headers, header::CONNECTION, "upgrade")
+}
+
+fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+/// Removes the hop-by-hop headers, and those `Connection` names. An
+/// upgrade keeps `Upgrade` and `Connection: upgrade` (the upstream must
+/// see the handshake); `TE: trailers` stays (gRPC needs it).
+pub(super) fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect();
+    let upgrade_value = if upgrade { headers.get(header::UPGRADE).cloned() } else { None };
+    let trailers = has_token(headers, header::TE, "trailers");
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    headers.remove(PROXY_CONNECTION);
+    if let Some(value) = upgrade_value {
+        headers.insert(header::UPGRADE, value);
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+    if trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// Sets `X-Forwarded-For`, `-Proto`, `-Host` and `Forwarded` for a request
+/// from `peer` for `host`. A trusted peer's are extended (it is a proxy
+/// whose own forwarding headers are believed); anybody else's are
+/// replaced, so an upstream never believes what a client wrote.
+pub(super) fn set_forwarding(headers: &mut HeaderMap, peer: SocketAddr, trusted: bool, host: Option<&str>) {
+    let ip = canonical(peer.ip());
+    if !trusted {
+        for name in [X_FORWARDED_FOR, X_FORWARDED_PROTO, X_FORWARDED_HOST, header::FORWARDED] {
+            headers.remove(name);
+        }
+    }
+    let xff = match joined(headers, &X_FORWARDED_FOR) {
+        Some(previous) => format!("{previous}, {ip}"),
+        None => ip.to_string(),
+    };
+    set(headers, X_FORWARDED_FOR, &xff);
+    if !headers.contains_key(X_FORWARDED_PROTO) {
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+    }
+    if let Some(host) = host
+        && !headers.contains_key(X_FORWARDED_HOST)
+    {
+        set(headers, X_FORWARDED_HOST, host);
+    }
+    let node = match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    };
+    let mut element = format!("for={node};proto=http");
+    if let Some(host) = host {
+        element.push_str(";host=\"");
+        element.extend(host.chars().filter(|c| *c != '"' && *c != '\\'));
+        element.push('"');
+    }
+    let forwarded = match joined(headers, &header::FORWARDED) {
+        Some(previous) => format!("{previous}, {element}"),
+        None => element,
+    };
+    set(headers, header::FORWARDED, &forwarded);
+}
+
+/// A header's values joined with `, ` (several lines are one list).
+fn joined(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
+    let mut values = headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).peekable();
+    values.peek()?;
+    Some(values.collect::<Vec<_>>().join(", "))
+}
+
+/// Sets a header whose value was built from valid header text (an address,
+/// a host the request carried), skipping it if it somehow is not.
+fn set(headers: &mut HeaderMap, name: HeaderName, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        headers.insert(name, value);
+    }
+}
+
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn hop_by_hop_headers_go() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, x-secret"));
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert(header::TE, HeaderValue::from_static("trailers, deflate"));
+        h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        h.insert("x-kept", HeaderValue::from_static("1"));
+        remove_hop_by_hop(&mut h, false);
+        let names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["x-kept", "te"]);
+        assert_eq!(h[header::TE], "trailers");
+    }
+
+    #[test]
+    fn upgrades_keep_their_handshake() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        assert!(is_upgrade(&h));
+        remove_hop_by_hop(&mut h, true);
+        assert_eq!(h[header::UPGRADE], "websocket");
+        assert_eq!(h[header::CONNECTION], "upgrade");
+    }
+
+    #[test]
+    fn untrusted_forwarding_headers_are_replaced() {
+        let mut h = HeaderMap::new();
+        h.insert(X_FORWARDED_FOR, HeaderValue::from_static("1.2.3.4"));
+        h.insert(X_FORWARDED_PROTO, HeaderValue::from_static("https"));
+        h.insert(header::FORWARDED, HeaderValue::from_static("for=1.2.3.4"));
+        set_forwarding(&mut h, peer("203.0.113.9:5000"), false, Some("example.com"));
+        assert_eq!(h[X_FORWARDED_FOR], "203.0.113.9");
+        assert_eq!(h[X_FORWARDED_PROTO], "http");
+        assert_eq!(h[X_FORWARDED_HOST], "example.com");
+        assert_eq!(h[header::FORWARDED], "for=203.0.113.9;proto=http;host=\"example.com\"");
+    }
+
+    #[test]
+    fn trusted_forwarding_headers_are_extended() {
+        let mut h = HeaderMap::new();
+        h.append(X_FORWARDED_FOR, HeaderValue::from_static("198.51.100.1"));
+        h.append(X_FORWARDED_FOR, HeaderValue::from_static("10.0.0.2"));
+        h.insert(X_FORWARDED_PROTO, HeaderValue::from_static("https"));
+        set_forwarding(&mut h, peer("[::ffff:10.0.0.1]:5000"), true, None);
+        assert_eq!(h[X_FORWARDED_FOR], "198.51.100.1, 10.0.0.2, 10.0.0.1");
+        assert_eq!(h[X_FORWARDED_PROTO], "https");
+        set_forwarding(&mut h, peer("[2001:db8::1]:5000"), true, None);
+        assert_eq!(h[header::FORWARDED], "for=10.0.0.1;proto=http, for=\"[2001:db8::1]\";proto=http");
+    }
+}

@@ -1,0 +1,128 @@
+//! Gateway mode: a rate-limiting reverse proxy. Requests are matched to a
+//! route (host, path prefix, method), checked against the route's limits
+//! by slidegate-tower's layer — its key extractors, its all-or-nothing
+//! check and its 429 answers — and streamed to one of the route's
+//! upstreams.
+//!
+//! * [`routing`]: the compiled routes and the service each connection runs;
+//! * [`proxy`]: forwarding, upstream choice, timeouts, WebSocket tunnels;
+//! * [`forward`]: hop-by-hop and forwarding headers;
+//! * [`conn`]: the cap on connections per client address.
+//!
+//! The configuration ([`GatewayConfig`](crate::config::GatewayConfig)) is
+//! reloaded with the rules; a bad file keeps the routes in force.
+
+mod conn;
+mod forward;
+mod proxy;
+mod routing;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::server::conn::auto;
+use slidegate::Limiter;
+use slidegate_tower::headers::Families;
+
+pub(crate) use conn::{ConnectionCounts, ConnectionSlot};
+pub(crate) use routing::{GatewayService, Table, has_dot_segment};
+
+use crate::ServiceStore;
+use crate::config::{ConfigErrors, GatewayConfig};
+
+/// How long a client may take to send a request's head (slow clients
+/// holding connections open).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The gateway: its routes in force, shared by every connection; clones
+/// share them.
+#[derive(Clone)]
+pub(crate) struct Gateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    table: ArcSwap<Table>,
+    limiter: Limiter<ServiceStore>,
+    families: Families,
+    connections: Arc<ConnectionCounts>,
+}
+
+impl Gateway {
+    /// The gateway of `config`, deciding with `limiter`.
+    pub(crate) fn new(
+        config: GatewayConfig,
+        limiter: Limiter<ServiceStore>,
+        families: Families,
+    ) -> Result<Gateway, ConfigErrors> {
+        let table = Table::build(config, &limiter, families, None)?;
+        Ok(Gateway {
+            inner: Arc::new(Inner {
+                table: ArcSwap::from_pointee(table),
+                limiter,
+                families,
+                connections: Arc::default(),
+            }),
+        })
+    }
+
+    /// The routes in force.
+    pub(crate) fn current(&self) -> Arc<Table> {
+        self.inner.table.load_full()
+    }
+
+    /// Compiles `config` to replace the routes in force (routes keeping
+    /// their names keep their rates).
+    pub(crate) fn build(&self, config: GatewayConfig) -> Result<Table, ConfigErrors> {
+        Table::build(config, &self.inner.limiter, self.inner.families, Some(&self.current()))
+    }
+
+    /// Puts `table` in force; requests in flight finish on the routes
+    /// they started on.
+    pub(crate) fn install(&self, table: Table) {
+        self.inner.table.store(Arc::new(table));
+    }
+
+    /// The routes in force as `/v1/gateway` shows them; with the rates of
+    /// the last five minutes up to `now_s` for `/v1/stats`.
+    pub(crate) fn view(&self, rates_until: Option<u64>) -> serde_json::Value {
+        let table = self.current();
+        let mut view = table.config.view();
+        if let (Some(now), Some(routes)) = (rates_until, view["routes"].as_array_mut()) {
+            for (route, compiled) in routes.iter_mut().zip(&table.routes) {
+                let (admitted, limited) = compiled.rates.series(now);
+                route["admitted"] = admitted.into();
+                route["limited"] = limited.into();
+            }
+        }
+        view
+    }
+
+    /// A new connection from `peer`: the service and server settings to
+    /// run it with, and its slot under the per-address cap (`None` when
+    /// `peer` already holds as many connections as it may).
+    pub(crate) fn connection(
+        &self,
+        peer: SocketAddr,
+    ) -> Option<(GatewayService, auto::Builder<TokioExecutor>, ConnectionSlot)> {
+        let table = self.current();
+        let settings = &table.config.settings;
+        // Trusted proxies carry many clients' connections: no cap.
+        let cap = if table.trust.trusts(peer.ip()) { 0 } else { settings.max_connections_per_ip };
+        let slot = self.inner.connections.open(peer.ip(), cap)?;
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .max_buf_size(settings.max_header_bytes);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
+        Some((GatewayService::new(self.clone(), peer), builder, slot))
+    }
+}

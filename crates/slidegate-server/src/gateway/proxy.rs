@@ -1,0 +1,346 @@
+//! [`Proxy`]: the service behind a route's rate-limit layer — it passes
+//! an admitted request to one of the route's upstreams and streams the
+//! answer back.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HOST};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
+use http_body::Body as _;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt as _, Either, Empty, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use slidegate_tower::ClientIp;
+
+use super::forward::{is_upgrade, remove_hop_by_hop, set_forwarding};
+use crate::config::{GatewaySettings, Route};
+use crate::telemetry;
+
+/// Any error a body passed through may end with.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body of every gateway response: an upstream's, streamed, or one of
+/// the gateway's own answers.
+pub(crate) type GatewayBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A request body sent upstream: the client's, streamed, or none (a
+/// request without a body can be sent again to another upstream).
+type UpstreamBody = Either<Incoming, Empty<Bytes>>;
+
+type HttpClient = Client<HttpConnector, UpstreamBody>;
+
+/// The pooled clients of one configuration: HTTP/1.1, and HTTP/2 without
+/// TLS (h2c) for routes with `http2: true`.
+#[derive(Clone)]
+pub(crate) struct Clients {
+    http1: HttpClient,
+    http2: HttpClient,
+}
+
+impl Clients {
+    pub(crate) fn new(settings: &GatewaySettings) -> Clients {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(settings.connect_timeout));
+        connector.set_keepalive(Some(Duration::from_secs(60)));
+        let build = |http2: bool| {
+            Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_timer(hyper_util::rt::TokioTimer::new())
+                .http2_only(http2)
+                .build(connector.clone())
+        };
+        Clients { http1: build(false), http2: build(true) }
+    }
+}
+
+/// One upstream: where it is, and until when it is skipped.
+struct Upstream {
+    scheme: Scheme,
+    authority: Authority,
+    /// The upstream URL's path, without a trailing `/` (often empty).
+    base_path: String,
+    /// Milliseconds since the target's epoch until which it is skipped
+    /// (it refused a connection).
+    down_until_ms: AtomicU64,
+}
+
+/// Where a route's admitted requests go, and how.
+pub(crate) struct Target {
+    route: Arc<str>,
+    upstreams: Vec<Upstream>,
+    /// Round robin.
+    next: AtomicUsize,
+    strip_prefix: Option<String>,
+    preserve_host: bool,
+    http2: bool,
+    client: HttpClient,
+    response_timeout: Duration,
+    down_for: Duration,
+    /// Decides which peers are trusted proxies.
+    trust: ClientIp,
+    epoch: Instant,
+}
+
+impl Target {
+    pub(crate) fn new(
+        route: &Route,
+        settings: &GatewaySettings,
+        clients: &Clients,
+        trust: ClientIp,
+    ) -> Target {
+        let upstreams = route
+            .upstreams
+            .iter()
+            .filter_map(|uri| {
+                Some(Upstream {
+                    scheme: uri.scheme()?.clone(),
+                    authority: uri.authority()?.clone(),
+                    base_path: uri.path().trim_end_matches('/').to_owned(),
+                    down_until_ms: AtomicU64::new(0),
+                })
+            })
+            .collect();
+        Target {
+            route: Arc::from(route.name.as_str()),
+            upstreams,
+            next: AtomicUsize::new(0),
+            strip_prefix: route.strip_prefix.then(|| route.path_prefix.clone()),
+            preserve_host: route.preserve_host,
+            http2: route.http2,
+            client: if route.http2 { clients.http2.clone() } else { clients.http1.clone() },
+            response_timeout: settings.response_timeout,
+            down_for: settings.upstream_down_for,
+            trust,
+            epoch: Instant::now(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The upstreams to try, in turn: those not skipped first (round
+    /// robin), then the skipped ones (better a try than certain failure).
+    fn order(&self) -> Vec<usize> {
+        let n = self.upstreams.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n.max(1);
+        let now = self.now_ms();
+        let (mut up, down): (Vec<usize>, Vec<usize>) = (0..n)
+            .map(|i| (start + i) % n)
+            .partition(|&i| self.upstreams[i].down_until_ms.load(Ordering::Relaxed) <= now);
+        up.extend(down);
+        up
+    }
+
+    fn mark_down(&self, index: usize) {
+        let until =
+            self.now_ms().saturating_add(u64::try_from(self.down_for.as_millis()).unwrap_or(u64::MAX));
+        self.upstreams[index].down_until_ms.store(until, Ordering::Relaxed);
+    }
+
+    /// The URI of `uri`'s path and query at upstream `index`.
+    fn upstream_uri(&self, index: usize, uri: &Uri) -> Option<Uri> {
+        let upstream = &self.upstreams[index];
+        let mut path = uri.path();
+        if let Some(prefix) = &self.strip_prefix {
+            path = path.strip_prefix(prefix.as_str()).unwrap_or(path);
+        }
+        let mut target = String::with_capacity(upstream.base_path.len() + path.len() + 32);
+        target.push_str(&upstream.base_path);
+        if !path.starts_with('/') {
+            target.push('/');
+        }
+        target.push_str(path);
+        if let Some(query) = uri.query() {
+            target.push('?');
+            target.push_str(query);
+        }
+        Uri::builder()
+            .scheme(upstream.scheme.clone())
+            .authority(upstream.authority.clone())
+            .path_and_query(PathAndQuery::try_from(target).ok()?)
+            .build()
+            .ok()
+    }
+}
+
+/// The service that forwards admitted requests to a route's upstreams.
+#[derive(Clone)]
+pub(crate) struct Proxy {
+    target: Arc<Target>,
+}
+
+impl Proxy {
+    pub(crate) fn new(target: Target) -> Proxy {
+        Proxy { target: Arc::new(target) }
+    }
+}
+
+type ProxyFuture = Pin<Box<dyn Future<Output = Result<Response<GatewayBody>, Infallible>> + Send>>;
+
+impl tower_service::Service<Request<Incoming>> for Proxy {
+    type Response = Response<GatewayBody>;
+    type Error = Infallible;
+    type Future = ProxyFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> ProxyFuture {
+        let target = Arc::clone(&self.target);
+        Box::pin(async move { Ok(forward(&target, request).await) })
+    }
+}
+
+/// The host a request names: its URI's authority (HTTP/2, absolute-form)
+/// or its `Host` header.
+pub(crate) fn request_host(request: &Request<Incoming>) -> Option<&str> {
+    match request.uri().authority() {
+        Some(authority) => Some(authority.as_str()),
+        None => request.headers().get(HOST).and_then(|h| h.to_str().ok()),
+    }
+}
+
+async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<GatewayBody> {
+    let peer = request.extensions().get::<SocketAddr>().copied();
+    let upgrade = is_upgrade(request.headers());
+    // The client's side of a protocol switch, taken before the request
+    // is sent on.
+    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
+    let host = request_host(&request).map(str::to_owned);
+    let (parts, body) = request.into_parts();
+    let mut headers = parts.headers;
+    remove_hop_by_hop(&mut headers, upgrade);
+    if let Some(peer) = peer {
+        let trusted = target.trust.trusts(peer.ip());
+        set_forwarding(&mut headers, peer, trusted, host.as_deref());
+    }
+    match (&host, target.preserve_host && !target.http2) {
+        (Some(host), true) => {
+            if let Ok(value) = HeaderValue::from_str(host) {
+                headers.insert(HOST, value);
+            }
+        }
+        // The client sets the upstream's own host.
+        _ => {
+            headers.remove(HOST);
+        }
+    }
+    // A request without a body can go to another upstream when one refuses.
+    let mut body = if body.is_end_stream() { None } else { Some(body) };
+    let resendable = body.is_none();
+    let version = if target.http2 { Version::HTTP_2 } else { Version::HTTP_11 };
+    let mut failure = None;
+    for index in target.order() {
+        let Some(uri) = target.upstream_uri(index, &parts.uri) else {
+            return plain(StatusCode::BAD_REQUEST, "the request path cannot be forwarded\n");
+        };
+        let body = match body.take() {
+            Some(body) => Either::Left(body),
+            None if resendable => Either::Right(Empty::new()),
+            None => break,
+        };
+        let mut upstream_request = Request::new(body);
+        *upstream_request.method_mut() = parts.method.clone();
+        *upstream_request.uri_mut() = uri;
+        *upstream_request.version_mut() = version;
+        *upstream_request.headers_mut() = headers.clone();
+        match tokio::time::timeout(target.response_timeout, target.client.request(upstream_request)).await {
+            Ok(Ok(response)) => return respond(response, client_upgrade),
+            Ok(Err(error)) if error.is_connect() => {
+                tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, %error, "upstream unreachable; skipped for a while");
+                telemetry::upstream_error(&target.route, "connect");
+                target.mark_down(index);
+                failure = Some(StatusCode::BAD_GATEWAY);
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, error = %error_chain(&error), "upstream failed");
+                telemetry::upstream_error(&target.route, "failed");
+                return plain(StatusCode::BAD_GATEWAY, "bad gateway: the upstream failed\n");
+            }
+            Err(_) => {
+                tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, timeout = ?target.response_timeout, "upstream did not answer in time");
+                telemetry::upstream_error(&target.route, "timeout");
+                return plain(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "gateway timeout: the upstream did not answer in time\n",
+                );
+            }
+        }
+    }
+    match failure {
+        Some(status) => plain(status, "bad gateway: no upstream could be reached\n"),
+        None => plain(StatusCode::BAD_GATEWAY, "bad gateway: no upstream\n"),
+    }
+}
+
+/// The upstream's response, passed on: hop-by-hop headers removed; a
+/// protocol switch (`101`) joins the two upgraded connections.
+fn respond(
+    mut response: Response<Incoming>,
+    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+) -> Response<GatewayBody> {
+    let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+    match client_upgrade {
+        Some(client) if switching => {
+            let upstream = hyper::upgrade::on(&mut response);
+            tokio::spawn(tunnel(client, upstream));
+        }
+        _ => {}
+    }
+    remove_hop_by_hop(response.headers_mut(), switching);
+    // The client's connection has its own version (an HTTP/1.0 upstream
+    // does not make the client's connection HTTP/1.0).
+    *response.version_mut() = Version::default();
+    response.map(|body| body.map_err(BoxError::from).boxed_unsync())
+}
+
+/// Copies bytes both ways between the two sides of an upgraded
+/// connection (a WebSocket) until either closes.
+async fn tunnel(client: hyper::upgrade::OnUpgrade, upstream: hyper::upgrade::OnUpgrade) {
+    let (client, upstream) = tokio::join!(client, upstream);
+    let (Ok(client), Ok(upstream)) = (client, upstream) else {
+        tracing::debug!(target: "slidegate", "protocol switch failed on one side");
+        return;
+    };
+    let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// An error and its causes, for logs.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// One of the gateway's own plain-text answers.
+pub(crate) fn plain(status: StatusCode, message: &'static str) -> Response<GatewayBody> {
+    let body =
+        Full::new(Bytes::from_static(message.as_bytes())).map_err(|never| match never {}).boxed_unsync();
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    let mut headers = HeaderMap::with_capacity(1);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    *response.headers_mut() = headers;
+    response
+}

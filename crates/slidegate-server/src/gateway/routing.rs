@@ -1,0 +1,218 @@
+//! The routes in force, compiled: each a rate-limit layer (slidegate-tower's)
+//! around a [`Proxy`]; and the service every gateway connection runs.
+
+use std::borrow::Cow;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use http::request::Parts;
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use slidegate::{Error, Limiter, MultiDecision};
+use slidegate_tower::headers::Families;
+use slidegate_tower::{ClientIp, Global, Header, KeyExtractor, Path, PeerIp, RateLimit, RateLimitLayer};
+use tower::ServiceExt as _;
+use tower_layer::Layer as _;
+
+use super::proxy::{Clients, GatewayBody, Proxy, Target, plain, request_host};
+use crate::ServiceStore;
+use crate::config::{ConfigError, ConfigErrors, GatewayConfig, KeySpec, Route};
+use crate::stats::{Rates, now_s};
+use crate::telemetry;
+
+/// One route, ready: its limits around its proxy, and its rates for the
+/// status page.
+pub(crate) struct CompiledRoute {
+    service: RateLimit<Proxy, ServiceStore>,
+    pub(crate) rates: Arc<Rates>,
+}
+
+/// The gateway configuration in force, compiled.
+pub(crate) struct Table {
+    pub(crate) config: GatewayConfig,
+    pub(crate) routes: Vec<CompiledRoute>,
+    /// Route indexes, most specific first.
+    order: Vec<usize>,
+    /// The client address behind trusted proxies, and which peers those are.
+    pub(crate) trust: ClientIp,
+}
+
+/// The key of a gateway-wide limit counted per route.
+struct RouteName(Arc<str>);
+
+impl KeyExtractor for RouteName {
+    fn extract<'a>(&self, _: &'a Parts) -> Option<Cow<'a, str>> {
+        Some(Cow::Owned(self.0.to_string()))
+    }
+}
+
+impl Table {
+    /// Compiles `config`; routes that keep their name keep their rates
+    /// from `previous`.
+    pub(crate) fn build(
+        config: GatewayConfig,
+        limiter: &Limiter<ServiceStore>,
+        families: Families,
+        previous: Option<&Table>,
+    ) -> Result<Table, ConfigErrors> {
+        let settings = &config.settings;
+        let refuse = |message: String| ConfigErrors(vec![ConfigError::whole(&config.file, message)]);
+        let trust = ClientIp::trusting(&settings.trusted_proxies)
+            .map_err(refuse)?
+            .header(settings.client_ip_header)
+            .ipv6_prefix(settings.ipv6_prefix);
+        let clients = Clients::new(settings);
+        let mut routes = Vec::with_capacity(config.routes.len());
+        for route in &config.routes {
+            let mut layer = RateLimitLayer::new(limiter.clone())
+                .ban_status(settings.ban_status)
+                .message(settings.message.clone())
+                .ietf_headers(families.ietf)
+                .legacy_headers(families.legacy)
+                .degraded_header(families.degraded);
+            for limit in &route.limits {
+                let (rule, missing) = (limit.rule.clone(), limit.missing.clone());
+                let added = match &limit.key {
+                    KeySpec::Global => layer.try_rule_or(rule, Global, missing),
+                    KeySpec::ClientIp => layer.try_rule_or(rule, trust.clone(), missing),
+                    KeySpec::PeerIp => layer.try_rule_or(rule, PeerIp, missing),
+                    KeySpec::Path => layer.try_rule_or(rule, Path, missing),
+                    KeySpec::Route => {
+                        layer.try_rule_or(rule, RouteName(Arc::from(route.name.as_str())), missing)
+                    }
+                    KeySpec::Header(name) => layer.try_rule_or(rule, Header::new(name.clone()), missing),
+                };
+                layer = added.map_err(|e: Error| refuse(format!("route `{}`: {e}", route.name)))?;
+            }
+            let target = Target::new(route, settings, &clients, trust.clone());
+            let rates = previous
+                .and_then(|p| p.route_named(&route.name))
+                .map_or_else(Arc::default, |r| Arc::clone(&r.rates));
+            routes.push(CompiledRoute { service: layer.layer(Proxy::new(target)), rates });
+        }
+        let mut order: Vec<usize> = (0..config.routes.len()).collect();
+        // Stable: equal routes stay in file order.
+        order.sort_by_key(|&i| {
+            let route = &config.routes[i];
+            (route.host.is_none(), std::cmp::Reverse(route.path_prefix.len()), route.methods.is_empty())
+        });
+        Ok(Table { config, routes, order, trust })
+    }
+
+    fn route_named(&self, name: &str) -> Option<&CompiledRoute> {
+        let index = self.config.routes.iter().position(|r| r.name == name)?;
+        self.routes.get(index)
+    }
+
+    /// The route that takes a request for `host` (lowercase, no port).
+    fn find(&self, method: &Method, host: Option<&str>, path: &str) -> Option<usize> {
+        self.order.iter().copied().find(|&i| {
+            let route: &Route = &self.config.routes[i];
+            route.host.as_ref().is_none_or(|h| host.is_some_and(|host| h.matches(host)))
+                && path.starts_with(route.path_prefix.as_str())
+                && (route.methods.is_empty() || route.methods.contains(method))
+        })
+    }
+}
+
+/// Whether a path has a `.` or `..` segment, written plainly or
+/// percent-encoded (`%2e`): a route matched on `/api/../admin` would hand
+/// an upstream that resolves it a path no route was chosen for.
+pub(crate) fn has_dot_segment(path: &str) -> bool {
+    path.split('/').any(|segment| {
+        let decoded = segment.replace("%2e", ".").replace("%2E", ".");
+        decoded == "." || decoded == ".."
+    })
+}
+
+/// The host part of a `Host` value or authority, lowercase.
+fn host_only(host: &str) -> String {
+    let host = match host.parse::<http::uri::Authority>() {
+        Ok(authority) => authority.host().to_owned(),
+        Err(_) => host.to_owned(),
+    };
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// What every gateway connection runs: finds the route, and hands the
+/// request to its limits and proxy.
+#[derive(Clone)]
+pub(crate) struct GatewayService {
+    gateway: super::Gateway,
+    peer: SocketAddr,
+}
+
+impl GatewayService {
+    pub(crate) fn new(gateway: super::Gateway, peer: SocketAddr) -> GatewayService {
+        GatewayService { gateway, peer }
+    }
+}
+
+type GatewayFuture = Pin<Box<dyn Future<Output = Result<Response<GatewayBody>, Infallible>> + Send>>;
+
+impl tower_service::Service<Request<Incoming>> for GatewayService {
+    type Response = Response<GatewayBody>;
+    type Error = Infallible;
+    type Future = GatewayFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: Request<Incoming>) -> GatewayFuture {
+        let started = Instant::now();
+        // The peer, for the key extractors and the forwarding headers.
+        request.extensions_mut().insert(self.peer);
+        let table = self.gateway.current();
+        Box::pin(async move {
+            let path = request.uri().path();
+            if request.method() == Method::CONNECT {
+                telemetry::gateway_request("-", "refused", started);
+                return Ok(plain(StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not proxied\n"));
+            }
+            if !path.starts_with('/') || has_dot_segment(path) {
+                telemetry::gateway_request("-", "refused", started);
+                return Ok(plain(StatusCode::BAD_REQUEST, "the path must not have `.` or `..` segments\n"));
+            }
+            let host = request_host(&request).map(host_only);
+            let Some(index) = table.find(request.method(), host.as_deref(), path) else {
+                telemetry::gateway_request("-", "no_route", started);
+                return Ok(plain(StatusCode::NOT_FOUND, "no route for this request\n"));
+            };
+            let route = &table.routes[index];
+            let name = &table.config.routes[index].name;
+            let Ok(response) = route.service.clone().oneshot(request).await;
+            let limited = response.extensions().get::<MultiDecision>().is_some_and(|m| !m.allowed);
+            route.rates.record(now_s(), !limited);
+            telemetry::gateway_request(name, if limited { "limited" } else { "admitted" }, started);
+            Ok(response)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_segments_are_found_however_written() {
+        for path in ["/a/../b", "/..", "/a/./b", "/a/%2e%2e/b", "/a/%2E./b", "/a/.%2e"] {
+            assert!(has_dot_segment(path), "{path}");
+        }
+        for path in ["/", "/a/b", "/a/..b/c", "/.well-known/x", "/a/%2e%2ex"] {
+            assert!(!has_dot_segment(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn hosts_lose_their_port_and_case() {
+        assert_eq!(host_only("Example.COM:8080"), "example.com");
+        assert_eq!(host_only("example.com."), "example.com");
+        assert_eq!(host_only("[::1]:80"), "[::1]");
+    }
+}
