@@ -37,6 +37,7 @@ mod keys;
 mod now;
 pub mod scripts;
 mod sentinel;
+mod server_stats;
 mod store;
 mod tls;
 mod transport;
@@ -49,5 +50,6 @@ pub use builder::{
 };
 pub use cluster::{DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
 pub use keys::{MAX_PREFIX_LEN, check_prefix, penalty_keys, state_key};
+pub use server_stats::{KEY_SAMPLE, ServerStats};
 pub use store::RedisStore;
 pub use url::redact_url;

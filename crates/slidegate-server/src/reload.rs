@@ -133,6 +133,7 @@ impl Reloader {
             && config.hash() != self.rules.current().hash()
         {
             tracing::info!(target: "slidegate", hash = config.hash(), "rules reloaded");
+            config.adopt_rates(&self.rules.current());
             self.rules.replace(config);
             changed = true;
         }

@@ -234,6 +234,7 @@ pub async fn serve(
             admin_token: config.admin_token.map(Arc::from),
             store_kind,
             gateway: gateway.clone(),
+            server_stats: Arc::default(),
         });
         accepting.spawn(accept(listener, api(app), drained.clone(), connections.clone()));
     }

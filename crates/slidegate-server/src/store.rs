@@ -23,6 +23,14 @@ impl ServiceStore {
             ServiceStore::Redis(_) => "redis",
         }
     }
+
+    /// What the Redis servers hold (memory, keys), `None` for the embedded store.
+    pub async fn server_stats(&self) -> Option<Result<slidegate_redis::ServerStats, Error>> {
+        match self {
+            ServiceStore::Memory(_) => None,
+            ServiceStore::Redis(store) => Some(store.server_stats().await),
+        }
+    }
 }
 
 impl Store for ServiceStore {

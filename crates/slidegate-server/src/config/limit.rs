@@ -52,10 +52,17 @@ pub struct Limit {
     pub(crate) rates: RatesCell,
 }
 
-/// A limit's [`Rates`], shared by its clones; not part of what the limit
-/// is (two limits alike are equal whatever they counted).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct RatesCell(pub(crate) std::sync::Arc<Rates>);
+/// A limit's [`Rates`]: shared by its clones, and handed on by a reload to
+/// the limit that replaces it unchanged; not part of what the limit is (two
+/// limits alike are equal whatever they counted).
+#[derive(Debug, Default)]
+pub(crate) struct RatesCell(arc_swap::ArcSwap<Rates>);
+
+impl Clone for RatesCell {
+    fn clone(&self) -> RatesCell {
+        RatesCell(arc_swap::ArcSwap::new(self.0.load_full()))
+    }
+}
 
 impl PartialEq for RatesCell {
     fn eq(&self, _: &RatesCell) -> bool {
@@ -65,6 +72,23 @@ impl PartialEq for RatesCell {
 
 impl Eq for RatesCell {}
 
+impl RatesCell {
+    /// Counts one decision made in second `now_s`.
+    pub(crate) fn record(&self, now_s: u64, admitted: bool) {
+        self.0.load().record(now_s, admitted);
+    }
+
+    /// `(admitted, limited)` per second up to `now_s` (see [`Rates::series`]).
+    pub(crate) fn series(&self, now_s: u64) -> (Vec<u32>, Vec<u32>) {
+        self.0.load().series(now_s)
+    }
+
+    /// Takes over `other`'s rates (the limit this one replaces).
+    pub(crate) fn adopt(&self, other: &RatesCell) {
+        self.0.store(other.0.load_full());
+    }
+}
+
 impl Limit {
     /// The rule deciding it through the store, if it does.
     pub fn rule(&self) -> Option<&Rule> {
@@ -72,6 +96,28 @@ impl Limit {
             Enforcement::Rule(rule) => Some(rule),
             Enforcement::Block | Enforcement::Unlimited => None,
         }
+    }
+
+    /// Whether `other` counts as this limit does: the same name, enforcement,
+    /// limit, window and shadow mode (where it is written may differ).
+    pub(crate) fn counts_like(&self, other: &Limit) -> bool {
+        (
+            &self.name,
+            &self.enforcement,
+            self.requests_per_unit,
+            self.window,
+            self.shadow,
+            self.index,
+            &self.stat_key,
+        ) == (
+            &other.name,
+            &other.enforcement,
+            other.requests_per_unit,
+            other.window,
+            other.shadow,
+            other.index,
+            &other.stat_key,
+        )
     }
 
     /// Whether it is `unlimited`.

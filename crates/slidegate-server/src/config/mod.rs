@@ -207,6 +207,24 @@ impl Config {
         out
     }
 
+    /// Hands each limit that counts as one of `previous`'s (same domain,
+    /// descriptor, position, name and parameters) that limit's rates, so
+    /// the status page's charts go on across a reload.
+    pub(crate) fn adopt_rates(&self, previous: &Config) {
+        let old: std::collections::HashMap<(&str, &str, usize), &std::sync::Arc<Limit>> = previous
+            .limits()
+            .into_iter()
+            .map(|(domain, l)| ((domain, l.stat_key.as_str(), l.index), l))
+            .collect();
+        for (domain, limit) in self.limits() {
+            if let Some(same) = old.get(&(domain, limit.stat_key.as_str(), limit.index))
+                && same.counts_like(limit)
+            {
+                limit.rates.adopt(&same.rates);
+            }
+        }
+    }
+
     /// The configuration as `GET /v1/rules` shows it.
     pub(crate) fn view(&self) -> Vec<DomainView<'_>> {
         self.domains

@@ -27,7 +27,7 @@ pub(super) fn answer(
     for item in items {
         let Some(decision) = item.outcome else { continue };
         if charged && (!decision.allowed || !denied) {
-            item.limit.rates.0.record(now_s, decision.allowed);
+            item.limit.rates.record(now_s, decision.allowed);
         }
         let status = &mut statuses[item.descriptor];
         let stat_key = || match &item.stat_key {

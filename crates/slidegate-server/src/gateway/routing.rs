@@ -40,6 +40,8 @@ pub(crate) struct Table {
     order: Vec<usize>,
     /// The client address behind trusted proxies, and which peers those are.
     pub(crate) trust: ClientIp,
+    /// Per route, whether a limit answers requests without its key 400.
+    rejects_unidentified: Vec<bool>,
 }
 
 /// The key of a gateway-wide limit counted per route.
@@ -101,7 +103,12 @@ impl Table {
             let route = &config.routes[i];
             (route.host.is_none(), std::cmp::Reverse(route.path_prefix.len()), route.methods.is_empty())
         });
-        Ok(Table { config, routes, order, trust })
+        let rejects_unidentified = config
+            .routes
+            .iter()
+            .map(|r| r.limits.iter().any(|l| l.missing == slidegate_tower::MissingKey::Reject))
+            .collect();
+        Ok(Table { config, routes, order, trust, rejects_unidentified })
     }
 
     fn route_named(&self, name: &str) -> Option<&CompiledRoute> {
@@ -187,9 +194,20 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
             let route = &table.routes[index];
             let name = &table.config.routes[index].name;
             let Ok(response) = route.service.clone().oneshot(request).await;
-            let limited = response.extensions().get::<MultiDecision>().is_some_and(|m| !m.allowed);
-            route.rates.record(now_s(), !limited);
-            telemetry::gateway_request(name, if limited { "limited" } else { "admitted" }, started);
+            let outcome = match response.extensions().get::<MultiDecision>() {
+                Some(multi) if !multi.allowed => "limited",
+                Some(_) => "admitted",
+                // No decision: no limit applied, or a key was missing
+                // under `on_missing: reject` (the layer's 400).
+                None if response.status() == StatusCode::BAD_REQUEST && table.rejects_unidentified[index] => {
+                    "refused"
+                }
+                None => "admitted",
+            };
+            if outcome != "refused" {
+                route.rates.record(now_s(), outcome == "admitted");
+            }
+            telemetry::gateway_request(name, outcome, started);
             Ok(response)
         })
     }

@@ -45,6 +45,8 @@ pub(crate) struct AppState {
     pub(crate) store_kind: &'static str,
     /// The gateway, when the service is one (its routes on the status page).
     pub(crate) gateway: Option<Gateway>,
+    /// The Redis servers' memory and keys, read at most every few seconds.
+    pub(crate) server_stats: Arc<status::ServerStatsCache>,
 }
 
 /// The router of the HTTP API.

@@ -4,10 +4,12 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use std::time::{Duration, Instant};
+
 use slidegate::BreakerState;
 
 use super::AppState;
-use crate::OnStoreFailure;
+use crate::{OnStoreFailure, ServiceStore};
 
 /// `GET /v1/status`.
 pub(super) async fn status(State(app): State<AppState>) -> Response {
@@ -65,7 +67,7 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
         .limits()
         .into_iter()
         .map(|(domain, limit)| {
-            let (admitted, limited) = limit.rates.0.series(now);
+            let (admitted, limited) = limit.rates.series(now);
             let view = limit.view();
             json!({
                 "domain": domain,
@@ -76,6 +78,7 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
             })
         })
         .collect();
+    let servers = app.server_stats.read(app.decider.limiter().store()).await;
     let stats = app.decider.stats();
     let latency = stats.store_latency().map(|(p50, p99)| json!({ "p50": p50, "p99": p99 }));
     let limiter = app.decider.limiter();
@@ -95,9 +98,54 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
             "breaker": breaker_name(limiter.breaker_state()),
             "latency_us": latency,
             "degraded_total": stats.degraded_total(),
+            "servers": servers,
         },
     }))
     .into_response()
+}
+
+/// How long the servers' memory and key counts are shown before they are
+/// read again (the page asks every 2 s; the servers need not answer that often).
+const SERVER_STATS_TTL: Duration = Duration::from_secs(10);
+
+/// How long reading them may take (a page must not hang on a dead server).
+const SERVER_STATS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The last reading of the Redis servers' memory and keys.
+#[derive(Debug, Default)]
+pub(crate) struct ServerStatsCache {
+    last: tokio::sync::Mutex<Option<(Instant, serde_json::Value)>>,
+}
+
+impl ServerStatsCache {
+    /// `null` for the embedded store; else the servers' figures (or the
+    /// error reading them), at most [`SERVER_STATS_TTL`] old.
+    async fn read(&self, store: &ServiceStore) -> serde_json::Value {
+        let mut last = self.last.lock().await;
+        if let Some((at, value)) = last.as_ref()
+            && at.elapsed() < SERVER_STATS_TTL
+        {
+            return value.clone();
+        }
+        let read = tokio::time::timeout(SERVER_STATS_TIMEOUT, store.server_stats()).await;
+        let value = match read.unwrap_or_else(|_| {
+            Some(Err(slidegate::Error::new(
+                slidegate::ErrorKind::Timeout,
+                "the servers did not answer in time",
+            )))
+        }) {
+            None => serde_json::Value::Null,
+            Some(Ok(stats)) => json!({
+                "used_memory_bytes": stats.used_memory_bytes,
+                "keys": stats.keys,
+                "slidegate_keys": stats.slidegate_keys,
+                "sampled": stats.sampled,
+            }),
+            Some(Err(error)) => json!({ "error": error.to_string() }),
+        };
+        *last = Some((Instant::now(), value.clone()));
+        value
+    }
 }
 
 /// `GET /v1/rules`: the configuration in force, as JSON.

@@ -61,12 +61,66 @@ function renderLimits(limits) {
     cell(row, limit.algorithm === "unlimited" ? "" : duration(limit.window_ms));
     cell(row, limit.algorithm);
     cell(row, limit.shadow_mode ? "shadow" : "");
-    const last = (series) => series.length ? series[series.length - 2] ?? 0 : 0;
-    cell(row, String(last(entry.admitted)), "admitted-now");
-    cell(row, String(last(entry.limited)), "limited-now");
+    cell(row, String(lastSecond(entry.admitted)), "admitted-now");
+    cell(row, String(lastSecond(entry.limited)), "limited-now");
     cell(row, "").appendChild(sparkline(entry.admitted, entry.limited));
     body.appendChild(row);
   }
+}
+
+function describeLimit(limit) {
+  return limit.rule + " (" + limit.key + "): " + limit.limit.requests_per_unit + " / " +
+    duration(limit.limit.window_ms) + ", " + limit.limit.algorithm;
+}
+
+// The gateway's routes, when the service is a gateway (else the section stays hidden).
+function renderGateway(gateway) {
+  document.getElementById("gateway-section").hidden = !gateway;
+  if (!gateway) return;
+  text("gateway-file", gateway.file);
+  text("gateway-hash", gateway.hash);
+  const body = document.querySelector("#routes tbody");
+  body.replaceChildren();
+  for (const route of gateway.routes) {
+    const row = document.createElement("tr");
+    row.dataset.route = route.name;
+    cell(row, route.name);
+    cell(row, route.host || "any");
+    cell(row, route.path_prefix);
+    cell(row, route.methods.length ? route.methods.join(", ") : "any");
+    cell(row, route.upstreams.join(", "));
+    cell(row, route.limits.length ? route.limits.map(describeLimit).join("; ") : "none");
+    cell(row, String(lastSecond(route.admitted)), "admitted-now");
+    cell(row, String(lastSecond(route.limited)), "limited-now");
+    cell(row, "").appendChild(sparkline(route.admitted, route.limited));
+    body.appendChild(row);
+  }
+}
+
+// The last whole second of a series (the current one is still counting).
+function lastSecond(series) {
+  return series.length ? series[series.length - 2] ?? 0 : 0;
+}
+
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i === 0 ? String(n) : n.toFixed(1)) + " " + units[i];
+}
+
+// Redis's memory and keys (sampled by the service, never KEYS); hidden for the embedded store.
+function renderServers(servers) {
+  for (const element of document.querySelectorAll(".redis")) element.hidden = !servers;
+  if (!servers) return;
+  if (servers.error) {
+    text("store-memory", "cannot read: " + servers.error);
+    text("store-keys", "–");
+    return;
+  }
+  text("store-memory", bytes(servers.used_memory_bytes));
+  const estimate = servers.sampled > 0 && servers.slidegate_keys !== servers.keys && servers.slidegate_keys !== 0;
+  text("store-keys", servers.keys + " (" + (estimate ? "≈ " : "") + servers.slidegate_keys + ")");
 }
 
 function renderTop(top) {
@@ -92,6 +146,7 @@ function render(stats) {
   breaker.className = store.breaker === "closed" ? "ok" : "bad";
   text("store-latency", store.latency_us ? micros(store.latency_us.p50) + " / " + micros(store.latency_us.p99) : "no calls");
   text("store-degraded", String(store.degraded_total));
+  renderServers(store.servers);
   text("config-hash", stats.config.hash);
   text("config-files", stats.config.files.join(", "));
   const reload = stats.config.last_reload;
@@ -101,6 +156,7 @@ function render(stats) {
   reloadCell.textContent = reloadText;
   reloadCell.className = reload.result === "ok" ? "" : "bad";
   renderLimits(stats.limits);
+  renderGateway(stats.gateway);
   renderTop(stats.top_limited);
   text("updated", "updated " + new Date(stats.now_unix_s * 1000).toLocaleTimeString());
   document.body.dataset.loaded = "true";
