@@ -19,10 +19,11 @@ use crate::store_choice::{StoreSpec, parse_key_prefix};
 /// also a rate-limiting reverse proxy: routes to upstreams, each with its
 /// limits.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("serves").args(["rules", "gateway"]).required(true).multiple(true)))]
 pub struct ServeArgs {
     /// The rules: an envoy-ratelimit YAML file, or a directory of them
     /// (`*.yaml`, `*.yml`; names starting with `.` are skipped).
-    #[arg(long, value_name = "FILE|DIR", env = "SLIDEGATE_RULES", required_unless_present = "gateway")]
+    #[arg(long, value_name = "FILE|DIR", env = "SLIDEGATE_RULES")]
     pub rules: Option<PathBuf>,
 
     /// Run as a gateway too: the routes, their upstreams and limits, from

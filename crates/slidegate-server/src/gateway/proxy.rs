@@ -23,6 +23,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use slidegate_tower::ClientIp;
+use tokio::sync::oneshot;
 
 use super::forward::{is_upgrade, remove_hop_by_hop, set_forwarding};
 use crate::config::{GatewaySettings, Route};
@@ -37,7 +38,7 @@ pub(crate) type GatewayBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// A request body sent upstream: the client's, streamed, or none (a
 /// request without a body can be sent again to another upstream).
-type UpstreamBody = Either<Incoming, Empty<Bytes>>;
+type UpstreamBody = Upload;
 
 type HttpClient = Client<HttpConnector, UpstreamBody>;
 
@@ -254,12 +255,13 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
             None if resendable => Either::Right(Empty::new()),
             None => break,
         };
+        let (body, sent) = Upload::new(body);
         let mut upstream_request = Request::new(body);
         *upstream_request.method_mut() = parts.method.clone();
         *upstream_request.uri_mut() = uri;
         *upstream_request.version_mut() = version;
         *upstream_request.headers_mut() = headers.clone();
-        match tokio::time::timeout(target.response_timeout, target.client.request(upstream_request)).await {
+        match answer(target, upstream_request, sent).await {
             Ok(Ok(response)) => return respond(response, client_upgrade),
             Ok(Err(error)) if error.is_connect() => {
                 tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, %error, "upstream unreachable; skipped for a while");
@@ -285,6 +287,73 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
     match failure {
         Some(status) => plain(status, "bad gateway: no upstream could be reached\n"),
         None => plain(StatusCode::BAD_GATEWAY, "bad gateway: no upstream\n"),
+    }
+}
+
+/// The upstream's response head: waited for without a limit while the
+/// client is still sending its body (an upload takes as long as it takes),
+/// then for at most the response timeout — or at once, if the upstream
+/// answers before the body is all sent.
+async fn answer(
+    target: &Target,
+    request: Request<Upload>,
+    sent: Option<oneshot::Receiver<()>>,
+) -> Result<Result<Response<Incoming>, hyper_util::client::legacy::Error>, tokio::time::error::Elapsed> {
+    let call = target.client.request(request);
+    tokio::pin!(call);
+    if let Some(sent) = sent {
+        tokio::select! {
+            biased;
+            response = &mut call => return Ok(response),
+            // Sent, or the body was dropped (the call then ends soon).
+            _ = sent => {}
+        }
+    }
+    tokio::time::timeout(target.response_timeout, call).await
+}
+
+/// A request body on its way upstream that says when it has all been sent.
+pub(crate) struct Upload {
+    body: Either<Incoming, Empty<Bytes>>,
+    sent: Option<oneshot::Sender<()>>,
+}
+
+impl Upload {
+    /// The body, and what says it has been sent (`None` when there is
+    /// nothing to send).
+    fn new(body: Either<Incoming, Empty<Bytes>>) -> (Upload, Option<oneshot::Receiver<()>>) {
+        if body.is_end_stream() {
+            return (Upload { body, sent: None }, None);
+        }
+        let (sender, receiver) = oneshot::channel();
+        (Upload { body, sent: Some(sender) }, Some(receiver))
+    }
+}
+
+impl http_body::Body for Upload {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || this.body.is_end_stream() {
+            if let Some(sent) = this.sent.take() {
+                let _ = sent.send(());
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
