@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::config::{Config, ConfigErrors, GatewayConfig, Rules};
-use crate::gateway::{ConnectionSlot, Gateway};
+use crate::gateway::{ConnectionSlot, Gateway, Tasks};
 use crate::http::{AppState, MAX_BODY_BYTES, router};
 use crate::reload::Reloader;
 use crate::rls::Rls;
@@ -192,12 +192,13 @@ pub async fn serve(
     let store_kind = config.store.kind();
     let limiter =
         Limiter::builder(config.store).deadline(config.deadline).failure_policy(config.policy).build();
+    let decider = Decider::new(limiter.clone(), rules.clone())
+        .on_store_failure(config.on_store_failure)
+        .shadow(config.shadow);
     let gateway = gateway_config
-        .map(|gateway| Gateway::new(gateway, limiter.clone(), config.headers))
+        .map(|gateway| Gateway::new(gateway, limiter, config.headers, decider.shared_stats()))
         .transpose()
         .map_err(ServeError::Config)?;
-    let decider =
-        Decider::new(limiter, rules.clone()).on_store_failure(config.on_store_failure).shadow(config.shadow);
     let reloader = Reloader::with_gateway(
         rules,
         config.rules.clone(),
@@ -239,8 +240,9 @@ pub async fn serve(
         accepting.spawn(accept(listener, api(app), drained.clone(), connections.clone()));
     }
     if let (Some(listener), Some(gateway)) = (listeners.gateway, gateway) {
+        let tasks = connections.clone();
         let make = move |peer: SocketAddr| {
-            let (service, builder, slot) = gateway.connection(peer)?;
+            let (service, builder, slot) = gateway.connection(peer, &tasks)?;
             Some(Connection { service, builder, slot: Some(slot) })
         };
         accepting.spawn(accept(listener, make, drained.clone(), connections.clone()));
@@ -285,7 +287,7 @@ struct Connection<S> {
     service: S,
     builder: auto::Builder<TokioExecutor>,
     /// Its place under a per-address cap, held while it is open.
-    slot: Option<ConnectionSlot>,
+    slot: Option<Arc<ConnectionSlot>>,
 }
 
 /// An API's connections: all served alike, uncapped.
@@ -302,7 +304,7 @@ async fn accept<M, S, B>(
     listener: TcpListener,
     mut make: M,
     mut stop: watch::Receiver<bool>,
-    connections: Arc<std::sync::Mutex<JoinSet<()>>>,
+    connections: Tasks,
 ) where
     M: FnMut(SocketAddr) -> Option<Connection<S>>,
     S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>

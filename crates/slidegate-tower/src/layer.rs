@@ -32,7 +32,8 @@ use crate::service::RateLimit;
 /// * The [`MultiDecision`](slidegate::MultiDecision) (one decision per
 ///   rule that applied) is in the response's extensions, for access logs
 ///   and metrics: who answered ([`Decision::source`](slidegate::Decision::source)),
-///   what is left.
+///   what is left; a limited response carries [`LimitedKeys`](crate::LimitedKeys)
+///   too (the keys it was counted under).
 /// * Never an error of its own: "limited" is a response, and the inner
 ///   service's readiness and errors pass through untouched. A failing store
 ///   is the limiter's [`FailurePolicy`](slidegate::FailurePolicy)'s business.

@@ -134,6 +134,13 @@ where
     }
 }
 
+/// Who a limited request was: the rule and key of each limit that applied
+/// to it, in the order of its [`MultiDecision`]'s decisions. In the
+/// extensions of every response the layer answers "limited" (for access
+/// logs and status pages; admitted requests do not pay for it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitedKeys(pub Vec<(String, String)>);
+
 /// The dimensions of a request's `keys`.
 fn dimensions_of<'a, S, K: AsRef<str>>(
     config: &'a Config<S>,
@@ -175,6 +182,9 @@ fn verdict<S, B: LimitedBody>(
         return Verdict::Call(multi);
     }
     let mut response = denied(&Quota { config, dimensions, multi: &multi }, json);
+    let keys =
+        dimensions.iter().map(|(rule, key)| (rule.state_name().into_owned(), (*key).to_owned())).collect();
+    response.extensions_mut().insert(LimitedKeys(keys));
     response.extensions_mut().insert(multi);
     Verdict::Answer(response)
 }

@@ -95,6 +95,8 @@ pub(super) fn yaml_error(file: &Path, error: &serde_saphyr::Error) -> ConfigErro
 
 pub(super) struct Builder<'f> {
     file: &'f Path,
+    /// Whether the limits are a gateway's (whose messages name its fields).
+    gateway: bool,
     errors: &'f mut Vec<ConfigError>,
     /// Every limit name of the domain.
     names: Vec<String>,
@@ -104,7 +106,12 @@ pub(super) struct Builder<'f> {
 impl<'f> Builder<'f> {
     /// A builder of limits written in `file`, adding problems to `errors`.
     pub(super) fn new(file: &'f Path, errors: &'f mut Vec<ConfigError>) -> Builder<'f> {
-        Builder { file, errors, names: Vec::new(), replaces: Vec::new() }
+        Builder { file, errors, gateway: false, names: Vec::new(), replaces: Vec::new() }
+    }
+
+    /// A builder of a gateway file's limits.
+    pub(super) fn for_gateway(file: &'f Path, errors: &'f mut Vec<ConfigError>) -> Builder<'f> {
+        Builder { gateway: true, ..Builder::new(file, errors) }
     }
 
     pub(super) fn error(&mut self, at: (u32, u32), message: impl Into<String>) {
@@ -305,6 +312,14 @@ impl<'f> Builder<'f> {
                     (None, None)
                 }
             },
+            (None, None) if self.gateway => {
+                self.error(
+                    at,
+                    "a limit needs a `unit` (second, minute, hour, day, week, month, year) or a \
+                     `window` (5m, 90s…)",
+                );
+                (None, None)
+            }
             (None, None) => {
                 self.error(
                     at,
@@ -406,11 +421,18 @@ impl<'f> Builder<'f> {
                 None
             }
         };
-        let window = duration(self, &p.window, "window")?;
+        let Some(window_text) = &p.window else {
+            self.error(
+                position(yaml),
+                "a `penalty` needs a `window` (over which violations are counted, e.g. 10m)",
+            );
+            return None;
+        };
+        let window = duration(self, window_text, "window")?;
         let mut penalty = match Penalty::new(window) {
             Ok(penalty) => penalty,
             Err(error) => {
-                self.error(position(&p.window), format!("penalty: {error}"));
+                self.error(position(window_text), format!("penalty: {error}"));
                 return None;
             }
         };

@@ -301,6 +301,8 @@ impl GatewayConfig {
     pub fn from_text(file: &Path, text: &str) -> Result<GatewayConfig, ConfigErrors> {
         let mut errors = Vec::new();
         let built = build(file, text, &mut errors);
+        // In file order, whatever order they were found in.
+        errors.sort_by_key(|e| (e.line, e.column));
         match built {
             Some(config) if errors.is_empty() => Ok(config),
             _ => Err(ConfigErrors(errors)),
@@ -348,10 +350,21 @@ fn build(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<Gatew
             return None;
         }
     };
-    let mut builder = Builder::new(file, errors);
+    let mut builder = Builder::for_gateway(file, errors);
     let settings = settings(&mut builder, &yaml);
     let Some(routes_yaml) = yaml.routes else {
-        builder.error((1, 1), "the gateway file has no `routes`: give at least one");
+        // `routes:` written without a value reads as no `routes`: say where it stands.
+        let written = text.lines().position(|line| {
+            line.strip_prefix("routes:")
+                .is_some_and(|rest| rest.trim().is_empty() || rest.trim().starts_with('#'))
+        });
+        match written {
+            Some(line) => builder.error(
+                (u32::try_from(line + 1).unwrap_or(u32::MAX), 1),
+                "`routes` has no value: give a list of routes",
+            ),
+            None => builder.error((1, 1), "the gateway file has no `routes`: give at least one"),
+        }
         return None;
     };
     if routes_yaml.value.is_empty() {
@@ -363,14 +376,13 @@ fn build(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<Gatew
     }
     let shared = limits(&mut builder, yaml.limits.unwrap_or_default(), "gateway");
     let mut routes: Vec<Route> = Vec::new();
+    // Every route name written, with where: a duplicate of a refused route
+    // is a duplicate too.
+    let mut names: Vec<(String, String)> = Vec::new();
     for route in routes_yaml.value {
-        let at = position(&route);
-        let Some(route) = self::route(&mut builder, route, &shared) else { continue };
-        if let Some(first) = routes.iter().find(|r| r.name == route.name) {
-            builder.error(at, format!("route `{}` is already defined at {}", route.name, first.source));
-            continue;
+        if let Some(route) = self::route(&mut builder, route, &shared, &mut names) {
+            routes.push(route);
         }
-        routes.push(route);
     }
     let mut hasher = Sha256::new();
     hasher.update(file.to_string_lossy().as_bytes());
@@ -448,14 +460,16 @@ fn settings(builder: &mut Builder<'_>, yaml: &GatewayYaml) -> Settings {
     {
         settings.ipv6_prefix = u8::try_from(bits).unwrap_or(128);
     }
-    if let Some(status) = &yaml.ban_status
-        && let Some(code) = whole(builder, status, "ban_status", 400..=499)
-    {
-        match u16::try_from(code).ok().and_then(|c| StatusCode::from_u16(c).ok()) {
-            Some(code @ (StatusCode::TOO_MANY_REQUESTS | StatusCode::FORBIDDEN)) => {
-                settings.ban_status = code
+    if let Some(status) = &yaml.ban_status {
+        match status.value.whole() {
+            Ok(429) => settings.ban_status = StatusCode::TOO_MANY_REQUESTS,
+            Ok(403) => settings.ban_status = StatusCode::FORBIDDEN,
+            Ok(code) => {
+                builder.error(position(status), format!("`ban_status` must be 429 or 403, got {code}"))
             }
-            _ => builder.error(position(status), format!("`ban_status` must be 429 or 403, got {code}")),
+            Err(text) => {
+                builder.error(position(status), format!("`ban_status` must be 429 or 403, got `{text}`"))
+            }
         }
     }
     if let Some(message) = &yaml.message {
@@ -491,14 +505,22 @@ fn settings(builder: &mut Builder<'_>, yaml: &GatewayYaml) -> Settings {
     settings
 }
 
+/// The longest route or limit name: `<route>.<limit>` names a rule.
+pub const MAX_PART_LEN: usize = (MAX_NAME_LEN - 1) / 2;
+
 /// Whether `name` can be part of a rule's name.
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
-        && name.len() <= MAX_NAME_LEN / 2
+        && name.len() <= MAX_PART_LEN
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
 }
 
-fn route(builder: &mut Builder<'_>, yaml: Spanned<RouteYaml>, shared: &[RouteLimit]) -> Option<Route> {
+fn route(
+    builder: &mut Builder<'_>,
+    yaml: Spanned<RouteYaml>,
+    shared: &[RouteLimit],
+    names: &mut Vec<(String, String)>,
+) -> Option<Route> {
     let at = position(&yaml);
     let yaml = yaml.value;
     let errors_before = builder.error_count();
@@ -512,8 +534,7 @@ fn route(builder: &mut Builder<'_>, yaml: Spanned<RouteYaml>, shared: &[RouteLim
                 position(name),
                 format!(
                     "route name `{}` must be 1 to {} characters of A-Z a-z 0-9 _ -",
-                    name.value,
-                    MAX_NAME_LEN / 2
+                    name.value, MAX_PART_LEN
                 ),
             );
             None
@@ -523,7 +544,16 @@ fn route(builder: &mut Builder<'_>, yaml: Spanned<RouteYaml>, shared: &[RouteLim
                 .error(position(name), "`gateway` names the gateway's own limits: call the route otherwise");
             None
         }
-        Some(name) => Some(name.value.trim().to_owned()),
+        Some(name) => {
+            let name = name.value.trim().to_owned();
+            match names.iter().find(|(seen, _)| *seen == name) {
+                Some((_, first)) => {
+                    builder.error(at, format!("route `{name}` is already defined at {first}"))
+                }
+                None => names.push((name.clone(), builder.source(at))),
+            }
+            Some(name)
+        }
     };
     let host = yaml.host.as_ref().and_then(|host| {
         let text = host.value.trim().to_ascii_lowercase();
@@ -534,7 +564,11 @@ fn route(builder: &mut Builder<'_>, yaml: Spanned<RouteYaml>, shared: &[RouteLim
         let ok = !bare.is_empty()
             && bare.len() <= 253
             && bare.split('.').all(|label| {
-                !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                !label.is_empty()
+                    && label.len() <= 63
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+                    && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
             });
         if !ok {
             builder.error(
@@ -549,13 +583,16 @@ fn route(builder: &mut Builder<'_>, yaml: Spanned<RouteYaml>, shared: &[RouteLim
         None => "/".to_owned(),
         Some(prefix) => {
             let text = prefix.value.trim();
-            if !text.starts_with('/')
-                || text.contains(['?', '#', ' '])
-                || crate::gateway::has_dot_segment(text)
-            {
+            let plain = text.chars().all(|c| c.is_ascii_graphic() && c != '?' && c != '#');
+            if !text.starts_with('/') || !plain || crate::gateway::has_dot_segment(text) {
                 builder.error(
                     position(prefix),
-                    format!("`path_prefix: {}` must be a path starting with `/`, without `.` or `..` segments, `?` or `#`", prefix.value),
+                    format!(
+                        "`path_prefix: {}` must be a path starting with `/`, of printable ASCII \
+                         (percent-encode the rest, as requests carry it), without `.` or `..` \
+                         segments, `?` or `#`",
+                        prefix.value
+                    ),
                 );
             }
             text.to_owned()
@@ -588,9 +625,11 @@ fn route(builder: &mut Builder<'_>, yaml: Spanned<RouteYaml>, shared: &[RouteLim
         }
     }
     let source = builder.source(at);
+    // A route whose name is refused still has its limits checked.
+    let own = limits(builder, yaml.limits.unwrap_or_default(), name.as_deref().unwrap_or("route"));
     let name = name?;
     let mut route_limits: Vec<RouteLimit> = shared.to_vec();
-    route_limits.extend(limits(builder, yaml.limits.unwrap_or_default(), &name));
+    route_limits.extend(own);
     if route_limits.len() > slidegate::limits::MAX_DIMENSIONS {
         builder.error(
             at,
@@ -620,6 +659,15 @@ fn route(builder: &mut Builder<'_>, yaml: Spanned<RouteYaml>, shared: &[RouteLim
 
 /// An upstream URL: `http://host:port` with an optional base path.
 fn upstream_uri(text: &str) -> Result<Uri, String> {
+    if let Some((scheme, rest)) = text.split_once("://")
+        && rest.split(['/', '?', '#']).next().is_some_and(|authority| authority.contains('@'))
+    {
+        // Said without repeating the secret.
+        return Err(format!("upstream `{scheme}://…@…` must not carry credentials"));
+    }
+    if text.contains('#') {
+        return Err(format!("upstream `{text}` must not have a fragment"));
+    }
     let uri: Uri = text.parse().map_err(|e| format!("upstream `{text}` is not a URL: {e}"))?;
     match uri.scheme_str() {
         Some("http") => {}
@@ -637,8 +685,19 @@ fn upstream_uri(text: &str) -> Result<Uri, String> {
     if uri.query().is_some() {
         return Err(format!("upstream `{text}` must not have a query"));
     }
-    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
-        return Err(format!("upstream `{text}` must not carry credentials"));
+    let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+    // The port as written (after an IPv6 literal's `]`, or the last `:`).
+    let port_text = match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').and_then(|(_, rest)| rest.strip_prefix(':')),
+        None => authority.rsplit_once(':').map(|(_, port)| port),
+    };
+    match (port_text, uri.port_u16()) {
+        (Some(_), Some(0)) => return Err(format!("upstream `{text}`: port 0 is no port to connect to")),
+        (Some(_), None) => return Err(format!("upstream `{text}`: the port must be 1 to 65535")),
+        _ => {}
+    }
+    if crate::gateway::has_dot_segment(uri.path()) {
+        return Err(format!("upstream `{text}`: its path must not have `.` or `..` segments"));
     }
     Ok(uri)
 }
@@ -686,14 +745,28 @@ fn limits(builder: &mut Builder<'_>, yaml: Vec<Spanned<LimitYaml>>, scope: &str)
                     position(name),
                     format!(
                         "limit name `{}` must be 1 to {} characters of A-Z a-z 0-9 _ -",
-                        name.value,
-                        MAX_NAME_LEN / 2
+                        name.value, MAX_PART_LEN
                     ),
                 );
                 None
             }
             (Some(name), _) => Some(name.value.trim().to_owned()),
-            (None, Some(key)) => Some(key.name().replace(':', "-")),
+            (None, Some(key)) => {
+                let name = key.name().replace(':', "-");
+                if valid_name(&name) {
+                    Some(name)
+                } else {
+                    builder.error(
+                        at,
+                        format!(
+                            "this limit needs a `name`: its key `{}` makes no name of 1 to {MAX_PART_LEN} \
+                             characters of A-Z a-z 0-9 _ -",
+                            key.name()
+                        ),
+                    );
+                    None
+                }
+            }
             (None, None) => None,
         };
         let written = RateLimitYaml {

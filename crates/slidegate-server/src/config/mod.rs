@@ -35,8 +35,8 @@ pub(crate) use descriptors::{How, Path as MatchPath};
 pub use descriptors::{Level, Node};
 pub use error::{ConfigError, ConfigErrors};
 pub use gateway::{
-    GatewayConfig, HostMatch, KeySpec, MAX_HEADER_BYTES, MAX_ROUTES, MAX_UPSTREAMS, MIN_HEADER_BYTES, Route,
-    RouteLimit, Settings as GatewaySettings,
+    GatewayConfig, HostMatch, KeySpec, MAX_HEADER_BYTES, MAX_PART_LEN, MAX_ROUTES, MAX_UPSTREAMS,
+    MIN_HEADER_BYTES, Route, RouteLimit, Settings as GatewaySettings,
 };
 pub use limit::{Enforcement, Limit};
 pub use rules::Rules;
@@ -240,7 +240,7 @@ pub(crate) fn read(file: &Path) -> Result<String, ConfigError> {
     if meta.len() > MAX_FILE_BYTES {
         return Err(ConfigError::whole(
             file,
-            format!("{} bytes is more than a rules file may hold ({MAX_FILE_BYTES})", meta.len()),
+            format!("{} bytes is more than a configuration file may hold ({MAX_FILE_BYTES})", meta.len()),
         ));
     }
     let bytes = fs::read(file).map_err(|e| ConfigError::whole(file, format!("cannot read: {e}")))?;

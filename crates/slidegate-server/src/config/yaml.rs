@@ -98,7 +98,8 @@ pub(super) struct ReplacesYaml {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PenaltyYaml {
-    pub(super) window: Spanned<String>,
+    /// Required; optional here so that its absence is reported at the penalty.
+    pub(super) window: Option<Spanned<String>>,
     pub(super) warn_after: Option<Spanned<u32>>,
     pub(super) ban_after: Option<Spanned<u32>>,
     pub(super) ban_for: Option<Spanned<String>>,

@@ -97,6 +97,11 @@ impl Decider {
         &self.stats
     }
 
+    /// The statistics, shared (the gateway adds its decisions to them).
+    pub(crate) fn shared_stats(&self) -> Arc<ServiceStats> {
+        Arc::clone(&self.stats)
+    }
+
     /// The configuration handle.
     pub fn rules(&self) -> &Rules {
         &self.rules

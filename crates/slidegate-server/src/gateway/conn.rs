@@ -5,6 +5,32 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tokio::task::JoinSet;
+
+/// The tasks of a listener's connections (and of their WebSocket
+/// tunnels): the drain waits for them, the end of the grace period ends them.
+pub(crate) type Tasks = Arc<Mutex<JoinSet<()>>>;
+
+/// Where a connection's protocol switch (a WebSocket) lives on: a task
+/// among the connections', holding the connection's place under the
+/// per-address cap until the tunnel closes.
+#[derive(Clone)]
+pub(crate) struct TunnelHome {
+    pub(crate) tasks: Tasks,
+    pub(crate) slot: Arc<ConnectionSlot>,
+}
+
+impl TunnelHome {
+    /// Runs `tunnel` as one of the connections' tasks.
+    pub(crate) fn spawn(self, tunnel: impl std::future::Future<Output = ()> + Send + 'static) {
+        let TunnelHome { tasks, slot } = self;
+        tasks.lock().unwrap_or_else(PoisonError::into_inner).spawn(async move {
+            let _slot = slot;
+            tunnel.await;
+        });
+    }
+}
+
 /// Open connections per address. Only addresses with connections open
 /// have an entry, so its size follows the connections, not the traffic.
 #[derive(Debug, Default)]

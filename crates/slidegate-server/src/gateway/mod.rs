@@ -27,11 +27,12 @@ use hyper_util::server::conn::auto;
 use slidegate::Limiter;
 use slidegate_tower::headers::Families;
 
-pub(crate) use conn::{ConnectionCounts, ConnectionSlot};
+pub(crate) use conn::{ConnectionCounts, ConnectionSlot, Tasks};
 pub(crate) use routing::{GatewayService, Table, has_dot_segment};
 
 use crate::ServiceStore;
 use crate::config::{ConfigErrors, GatewayConfig};
+use crate::stats::ServiceStats;
 
 /// How long a client may take to send a request's head (slow clients
 /// holding connections open).
@@ -49,6 +50,9 @@ struct Inner {
     limiter: Limiter<ServiceStore>,
     families: Families,
     connections: Arc<ConnectionCounts>,
+    /// The service's statistics: the gateway's decisions join the page's
+    /// store latency, degraded answers and most limited identities.
+    stats: Arc<ServiceStats>,
 }
 
 impl Gateway {
@@ -57,14 +61,16 @@ impl Gateway {
         config: GatewayConfig,
         limiter: Limiter<ServiceStore>,
         families: Families,
+        stats: Arc<ServiceStats>,
     ) -> Result<Gateway, ConfigErrors> {
-        let table = Table::build(config, &limiter, families, None)?;
+        let table = Table::build(config, &limiter, families, &stats, None)?;
         Ok(Gateway {
             inner: Arc::new(Inner {
                 table: ArcSwap::from_pointee(table),
                 limiter,
                 families,
                 connections: Arc::default(),
+                stats,
             }),
         })
     }
@@ -74,10 +80,16 @@ impl Gateway {
         self.inner.table.load_full()
     }
 
+    /// The statistics the gateway's decisions are counted in.
+    pub(crate) fn stats(&self) -> &ServiceStats {
+        &self.inner.stats
+    }
+
     /// Compiles `config` to replace the routes in force (routes keeping
     /// their names keep their rates).
     pub(crate) fn build(&self, config: GatewayConfig) -> Result<Table, ConfigErrors> {
-        Table::build(config, &self.inner.limiter, self.inner.families, Some(&self.current()))
+        let inner = &self.inner;
+        Table::build(config, &inner.limiter, inner.families, &inner.stats, Some(&self.current()))
     }
 
     /// Puts `table` in force; requests in flight finish on the routes
@@ -103,16 +115,18 @@ impl Gateway {
 
     /// A new connection from `peer`: the service and server settings to
     /// run it with, and its slot under the per-address cap (`None` when
-    /// `peer` already holds as many connections as it may).
+    /// `peer` already holds as many connections as it may). Its WebSocket
+    /// tunnels run among `tasks`.
     pub(crate) fn connection(
         &self,
         peer: SocketAddr,
-    ) -> Option<(GatewayService, auto::Builder<TokioExecutor>, ConnectionSlot)> {
+        tasks: &Tasks,
+    ) -> Option<(GatewayService, auto::Builder<TokioExecutor>, Arc<ConnectionSlot>)> {
         let table = self.current();
         let settings = &table.config.settings;
         // Trusted proxies carry many clients' connections: no cap.
         let cap = if table.trust.trusts(peer.ip()) { 0 } else { settings.max_connections_per_ip };
-        let slot = self.inner.connections.open(peer.ip(), cap)?;
+        let slot = Arc::new(self.inner.connections.open(peer.ip(), cap)?);
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
@@ -123,6 +137,7 @@ impl Gateway {
             .http2()
             .timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
-        Some((GatewayService::new(self.clone(), peer), builder, slot))
+        let home = conn::TunnelHome { tasks: Arc::clone(tasks), slot: Arc::clone(&slot) };
+        Some((GatewayService::new(self.clone(), peer, home), builder, slot))
     }
 }

@@ -25,8 +25,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use slidegate_tower::ClientIp;
 use tokio::sync::oneshot;
 
+use super::conn::TunnelHome;
 use super::forward::{is_upgrade, remove_hop_by_hop, set_forwarding};
 use crate::config::{GatewaySettings, Route};
+use crate::stats::ServiceStats;
 use crate::telemetry;
 
 /// Any error a body passed through may end with.
@@ -92,6 +94,8 @@ pub(crate) struct Target {
     down_for: Duration,
     /// Decides which peers are trusted proxies.
     trust: ClientIp,
+    /// Where the time of admitting decisions is counted.
+    stats: Arc<ServiceStats>,
     epoch: Instant,
 }
 
@@ -101,6 +105,7 @@ impl Target {
         settings: &GatewaySettings,
         clients: &Clients,
         trust: ClientIp,
+        stats: Arc<ServiceStats>,
     ) -> Target {
         let upstreams = route
             .upstreams
@@ -125,6 +130,7 @@ impl Target {
             response_timeout: settings.response_timeout,
             down_for: settings.upstream_down_for,
             trust,
+            stats,
             epoch: Instant::now(),
         }
     }
@@ -178,6 +184,11 @@ impl Target {
     }
 }
 
+/// When a request's limits began to be decided (in its extensions): the
+/// proxy, called once they admit it, counts the decision's time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deciding(pub(crate) Instant);
+
 /// The service that forwards admitted requests to a route's upstreams.
 #[derive(Clone)]
 pub(crate) struct Proxy {
@@ -223,7 +234,12 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
     // is sent on.
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
     let host = request_host(&request).map(str::to_owned);
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    let tunnels = parts.extensions.remove::<TunnelHome>();
+    if let Some(Deciding(started)) = parts.extensions.remove::<Deciding>() {
+        // The limits admitted the request: their decision took this long.
+        target.stats.store_call(started.elapsed());
+    }
     let mut headers = parts.headers;
     remove_hop_by_hop(&mut headers, upgrade);
     if let Some(peer) = peer {
@@ -255,14 +271,14 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
             None if resendable => Either::Right(Empty::new()),
             None => break,
         };
-        let (body, sent) = Upload::new(body);
+        let (body, sending) = Upload::new(body);
         let mut upstream_request = Request::new(body);
         *upstream_request.method_mut() = parts.method.clone();
         *upstream_request.uri_mut() = uri;
         *upstream_request.version_mut() = version;
         *upstream_request.headers_mut() = headers.clone();
-        match answer(target, upstream_request, sent).await {
-            Ok(Ok(response)) => return respond(response, client_upgrade),
+        match answer(target, upstream_request, sending).await {
+            Ok(Ok(response)) => return respond(response, client_upgrade.zip(tunnels)),
             Ok(Err(error)) if error.is_connect() => {
                 tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, %error, "upstream unreachable; skipped for a while");
                 telemetry::upstream_error(&target.route, "connect");
@@ -274,12 +290,19 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
                 telemetry::upstream_error(&target.route, "failed");
                 return plain(StatusCode::BAD_GATEWAY, "bad gateway: the upstream failed\n");
             }
-            Err(_) => {
-                tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, timeout = ?target.response_timeout, "upstream did not answer in time");
+            Err(late) => {
+                let what = match late {
+                    Late::Response => "the upstream did not answer in time",
+                    Late::Upload => "the request body made no progress in time",
+                };
+                tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, timeout = ?target.response_timeout, "{what}");
                 telemetry::upstream_error(&target.route, "timeout");
                 return plain(
                     StatusCode::GATEWAY_TIMEOUT,
-                    "gateway timeout: the upstream did not answer in time\n",
+                    match late {
+                        Late::Response => "gateway timeout: the upstream did not answer in time\n",
+                        Late::Upload => "gateway timeout: the request body made no progress in time\n",
+                    },
                 );
             }
         }
@@ -290,43 +313,73 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
     }
 }
 
-/// The upstream's response head: waited for without a limit while the
-/// client is still sending its body (an upload takes as long as it takes),
-/// then for at most the response timeout — or at once, if the upstream
-/// answers before the body is all sent.
+/// What came too late.
+enum Late {
+    /// The response head, after the request was sent.
+    Response,
+    /// The next piece of the request body (client or upstream stalled).
+    Upload,
+}
+
+/// The upstream's response head. While the client is still sending its
+/// body, the wait lasts as long as the body makes progress (an upload
+/// takes as long as it takes; a stalled one ends after the response
+/// timeout); once it is all sent, for at most the response timeout. An
+/// upstream that answers before the body is all sent is answered at once.
 async fn answer(
     target: &Target,
     request: Request<Upload>,
-    sent: Option<oneshot::Receiver<()>>,
-) -> Result<Result<Response<Incoming>, hyper_util::client::legacy::Error>, tokio::time::error::Elapsed> {
+    sending: Option<Sending>,
+) -> Result<Result<Response<Incoming>, hyper_util::client::legacy::Error>, Late> {
     let call = target.client.request(request);
     tokio::pin!(call);
-    if let Some(sent) = sent {
-        tokio::select! {
-            biased;
-            response = &mut call => return Ok(response),
-            // Sent, or the body was dropped (the call then ends soon).
-            _ = sent => {}
+    if let Some(Sending { mut sent, progress }) = sending {
+        let mut seen = progress.load(Ordering::Relaxed);
+        loop {
+            tokio::select! {
+                biased;
+                response = &mut call => return Ok(response),
+                // Sent, or the body was dropped (the call then ends soon).
+                _ = &mut sent => break,
+                () = tokio::time::sleep(target.response_timeout) => {
+                    let now = progress.load(Ordering::Relaxed);
+                    if now == seen {
+                        return Err(Late::Upload);
+                    }
+                    seen = now;
+                }
+            }
         }
     }
-    tokio::time::timeout(target.response_timeout, call).await
+    tokio::time::timeout(target.response_timeout, call).await.map_err(|_| Late::Response)
 }
 
-/// A request body on its way upstream that says when it has all been sent.
+/// How far a request body on its way upstream has come.
+struct Sending {
+    /// Completes when it has all been sent.
+    sent: oneshot::Receiver<()>,
+    /// Frames sent so far.
+    progress: Arc<AtomicU64>,
+}
+
+/// A request body on its way upstream that says how far it has come.
 pub(crate) struct Upload {
     body: Either<Incoming, Empty<Bytes>>,
     sent: Option<oneshot::Sender<()>>,
+    progress: Arc<AtomicU64>,
 }
 
 impl Upload {
-    /// The body, and what says it has been sent (`None` when there is
+    /// The body, and what tells how far it has come (`None` when there is
     /// nothing to send).
-    fn new(body: Either<Incoming, Empty<Bytes>>) -> (Upload, Option<oneshot::Receiver<()>>) {
+    fn new(body: Either<Incoming, Empty<Bytes>>) -> (Upload, Option<Sending>) {
+        let progress = Arc::new(AtomicU64::new(0));
         if body.is_end_stream() {
-            return (Upload { body, sent: None }, None);
+            return (Upload { body, sent: None, progress }, None);
         }
-        let (sender, receiver) = oneshot::channel();
-        (Upload { body, sent: Some(sender) }, Some(receiver))
+        let (sender, sent) = oneshot::channel();
+        let sending = Sending { sent, progress: Arc::clone(&progress) };
+        (Upload { body, sent: Some(sender), progress }, Some(sending))
     }
 }
 
@@ -340,10 +393,13 @@ impl http_body::Body for Upload {
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.body).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None)) || this.body.is_end_stream() {
-            if let Some(sent) = this.sent.take() {
-                let _ = sent.send(());
-            }
+        if let Poll::Ready(Some(_)) = &polled {
+            this.progress.fetch_add(1, Ordering::Relaxed);
+        }
+        if (matches!(polled, Poll::Ready(None)) || this.body.is_end_stream())
+            && let Some(sent) = this.sent.take()
+        {
+            let _ = sent.send(());
         }
         polled
     }
@@ -361,13 +417,13 @@ impl http_body::Body for Upload {
 /// protocol switch (`101`) joins the two upgraded connections.
 fn respond(
     mut response: Response<Incoming>,
-    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    client_upgrade: Option<(hyper::upgrade::OnUpgrade, TunnelHome)>,
 ) -> Response<GatewayBody> {
     let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
     match client_upgrade {
-        Some(client) if switching => {
+        Some((client, home)) if switching => {
             let upstream = hyper::upgrade::on(&mut response);
-            tokio::spawn(tunnel(client, upstream));
+            home.spawn(tunnel(client, upstream));
         }
         _ => {}
     }

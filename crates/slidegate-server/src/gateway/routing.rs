@@ -13,16 +13,19 @@ use std::time::Instant;
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use slidegate::{Error, Limiter, MultiDecision};
+use slidegate::{Error, Limiter, MultiDecision, State};
 use slidegate_tower::headers::Families;
-use slidegate_tower::{ClientIp, Global, Header, KeyExtractor, Path, PeerIp, RateLimit, RateLimitLayer};
+use slidegate_tower::{
+    ClientIp, Global, Header, KeyExtractor, LimitedKeys, Path, PeerIp, RateLimit, RateLimitLayer,
+};
 use tower::ServiceExt as _;
 use tower_layer::Layer as _;
 
-use super::proxy::{Clients, GatewayBody, Proxy, Target, plain, request_host};
+use super::conn::TunnelHome;
+use super::proxy::{Clients, Deciding, GatewayBody, Proxy, Target, plain, request_host};
 use crate::ServiceStore;
-use crate::config::{ConfigError, ConfigErrors, GatewayConfig, KeySpec, Route};
-use crate::stats::{Rates, now_s};
+use crate::config::{ConfigError, ConfigErrors, GatewayConfig, HostMatch, KeySpec, Route};
+use crate::stats::{Rates, ServiceStats, now_s};
 use crate::telemetry;
 
 /// One route, ready: its limits around its proxy, and its rates for the
@@ -60,6 +63,7 @@ impl Table {
         config: GatewayConfig,
         limiter: &Limiter<ServiceStore>,
         families: Families,
+        stats: &Arc<ServiceStats>,
         previous: Option<&Table>,
     ) -> Result<Table, ConfigErrors> {
         let settings = &config.settings;
@@ -91,7 +95,7 @@ impl Table {
                 };
                 layer = added.map_err(|e: Error| refuse(format!("route `{}`: {e}", route.name)))?;
             }
-            let target = Target::new(route, settings, &clients, trust.clone());
+            let target = Target::new(route, settings, &clients, trust.clone(), Arc::clone(stats));
             let rates = previous
                 .and_then(|p| p.route_named(&route.name))
                 .map_or_else(Arc::default, |r| Arc::clone(&r.rates));
@@ -101,7 +105,12 @@ impl Table {
         // Stable: equal routes stay in file order.
         order.sort_by_key(|&i| {
             let route = &config.routes[i];
-            (route.host.is_none(), std::cmp::Reverse(route.path_prefix.len()), route.methods.is_empty())
+            let host = match &route.host {
+                Some(HostMatch::Exact(_)) => 0,
+                Some(HostMatch::Suffix(_)) => 1,
+                None => 2,
+            };
+            (host, std::cmp::Reverse(route.path_prefix.len()), route.methods.is_empty())
         });
         let rejects_unidentified = config
             .routes
@@ -128,13 +137,28 @@ impl Table {
 }
 
 /// Whether a path has a `.` or `..` segment, written plainly or
-/// percent-encoded (`%2e`): a route matched on `/api/../admin` would hand
-/// an upstream that resolves it a path no route was chosen for.
+/// percent-encoded (`%2e`, and `%2f` or `\` between segments): a route
+/// matched on `/api/../admin` would hand an upstream that resolves it a
+/// path no route was chosen for.
 pub(crate) fn has_dot_segment(path: &str) -> bool {
-    path.split('/').any(|segment| {
-        let decoded = segment.replace("%2e", ".").replace("%2E", ".");
-        decoded == "." || decoded == ".."
-    })
+    let mut decoded = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(at) = rest.find('%') {
+        decoded.push_str(&rest[..at]);
+        let escape = rest.get(at + 1..at + 3).unwrap_or_default();
+        match escape.to_ascii_lowercase().as_str() {
+            "2e" => decoded.push('.'),
+            "2f" | "5c" => decoded.push('/'),
+            _ => {
+                decoded.push('%');
+                rest = &rest[at + 1..];
+                continue;
+            }
+        }
+        rest = &rest[at + 3..];
+    }
+    decoded.push_str(rest);
+    decoded.split(['/', '\\']).any(|segment| segment == "." || segment == "..")
 }
 
 /// The host part of a `Host` value or authority, lowercase.
@@ -146,17 +170,44 @@ fn host_only(host: &str) -> String {
     host.trim_end_matches('.').to_ascii_lowercase()
 }
 
+/// Adds a decided request to the service's statistics: a limited one's
+/// keys to the most limited identities (and its decision's time, which the
+/// proxy counts for admitted ones), an answer a failure policy gave to the
+/// degraded ones.
+fn count_decision(stats: &ServiceStats, response: &Response<GatewayBody>, deciding: Instant) {
+    let Some(multi) = response.extensions().get::<MultiDecision>() else { return };
+    if multi.decisions.iter().any(|d| d.state == State::Degraded) {
+        stats.degraded();
+    }
+    if multi.allowed {
+        return;
+    }
+    stats.store_call(deciding.elapsed());
+    if let (Some(LimitedKeys(keys)), Some(binding)) =
+        (response.extensions().get::<LimitedKeys>(), multi.binding())
+    {
+        let denying: Vec<(String, String)> = keys
+            .iter()
+            .zip(&multi.decisions)
+            .filter(|(_, decision)| !decision.allowed)
+            .map(|(key, _)| key.clone())
+            .collect();
+        stats.limited("gateway", &denying, binding.remaining, binding.retry_after);
+    }
+}
+
 /// What every gateway connection runs: finds the route, and hands the
 /// request to its limits and proxy.
 #[derive(Clone)]
 pub(crate) struct GatewayService {
     gateway: super::Gateway,
     peer: SocketAddr,
+    tunnels: TunnelHome,
 }
 
 impl GatewayService {
-    pub(crate) fn new(gateway: super::Gateway, peer: SocketAddr) -> GatewayService {
-        GatewayService { gateway, peer }
+    pub(crate) fn new(gateway: super::Gateway, peer: SocketAddr, tunnels: TunnelHome) -> GatewayService {
+        GatewayService { gateway, peer, tunnels }
     }
 }
 
@@ -175,7 +226,10 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
         let started = Instant::now();
         // The peer, for the key extractors and the forwarding headers.
         request.extensions_mut().insert(self.peer);
+        // Where a WebSocket tunnel of this connection would run.
+        request.extensions_mut().insert(self.tunnels.clone());
         let table = self.gateway.current();
+        let gateway = self.gateway.clone();
         Box::pin(async move {
             let path = request.uri().path();
             if request.method() == Method::CONNECT {
@@ -193,7 +247,13 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
             };
             let route = &table.routes[index];
             let name = &table.config.routes[index].name;
+            let limited_route = !table.config.routes[index].limits.is_empty();
+            let deciding = Instant::now();
+            if limited_route {
+                request.extensions_mut().insert(Deciding(deciding));
+            }
             let Ok(response) = route.service.clone().oneshot(request).await;
+            count_decision(gateway.stats(), &response, deciding);
             let outcome = match response.extensions().get::<MultiDecision>() {
                 Some(multi) if !multi.allowed => "limited",
                 Some(_) => "admitted",
@@ -219,10 +279,20 @@ mod tests {
 
     #[test]
     fn dot_segments_are_found_however_written() {
-        for path in ["/a/../b", "/..", "/a/./b", "/a/%2e%2e/b", "/a/%2E./b", "/a/.%2e"] {
+        for path in [
+            "/a/../b",
+            "/..",
+            "/a/./b",
+            "/a/%2e%2e/b",
+            "/a/%2E./b",
+            "/a/.%2e",
+            "/a/..%2fx",
+            "/a/%2e%2e%5cx",
+            "/a\\..\\b",
+        ] {
             assert!(has_dot_segment(path), "{path}");
         }
-        for path in ["/", "/a/b", "/a/..b/c", "/.well-known/x", "/a/%2e%2ex"] {
+        for path in ["/", "/a/b", "/a/..b/c", "/.well-known/x", "/a/%2e%2ex", "/100%", "/a%2"] {
             assert!(!has_dot_segment(path), "{path}");
         }
     }

@@ -147,8 +147,9 @@ function render(stats) {
   text("store-latency", store.latency_us ? micros(store.latency_us.p50) + " / " + micros(store.latency_us.p99) : "no calls");
   text("store-degraded", String(store.degraded_total));
   renderServers(store.servers);
-  text("config-hash", stats.config.hash);
-  text("config-files", stats.config.files.join(", "));
+  const rules = stats.config.files.length > 0;
+  text("config-hash", rules ? stats.config.hash : "no rules (gateway only)");
+  text("config-files", rules ? stats.config.files.join(", ") : "–");
   const reload = stats.config.last_reload;
   const reloadText = reload.result + " at " + new Date(reload.at_unix_s * 1000).toLocaleTimeString() +
     (reload.errors.length ? ": " + reload.errors.join("; ") : "");
@@ -172,14 +173,21 @@ async function refresh() {
   }
 }
 
+// An admin call; its answer, or why it could not be made, in #admin-result
+// (never the previous answer left standing).
 async function admin(method, path, body) {
-  const response = await fetch(path, {
-    method,
-    headers: { "authorization": "Bearer " + token, "content-type": "application/json" },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const answer = await response.text();
-  text("admin-result", response.status + " " + answer);
+  text("admin-result", "");
+  try {
+    const response = await fetch(path, {
+      method,
+      headers: { "authorization": "Bearer " + token, "content-type": "application/json" },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const answer = await response.text();
+    text("admin-result", response.status + " " + answer);
+  } catch (error) {
+    text("admin-result", "cannot send: " + error.message);
+  }
   refresh();
 }
 
