@@ -1414,3 +1414,16 @@ fn path_buf_file_names_are_kept() {
     assert_eq!(all[0].file, file);
     assert_eq!(all[0].to_string(), format!("conf dir/gate.way.yaml:2:5: {}", all[0].message));
 }
+
+/// examples/gateway/gateway.yaml, which the README runs as written, loads.
+#[test]
+fn the_example_gateway_file_loads() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/gateway/gateway.yaml");
+    let config = GatewayConfig::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["login", "api", "site"]);
+    assert_eq!(config.settings.ban_status, StatusCode::FORBIDDEN);
+    assert_eq!(rule_names(&config.routes[0]), ["gateway.client_ip", "login.client_ip"]);
+    assert_eq!(rule_names(&config.routes[1]), ["gateway.client_ip", "api.header-x-api-key"]);
+    assert!(config.routes[0].limits[1].rule.penalty().is_some(), "the login limit bans repeat offenders");
+}
