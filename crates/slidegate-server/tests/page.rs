@@ -6,29 +6,14 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use support::{post_json, start};
 
-/// `$SLIDEGATE_CHROMIUM`, or `chromium` on the PATH (scripts/test installs it).
-fn chromium() -> PathBuf {
-    if let Some(path) = std::env::var_os("SLIDEGATE_CHROMIUM") {
-        return PathBuf::from(path);
-    }
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| {
-        panic!("chromium not found: run scripts/test (it installs it with apt) or set SLIDEGATE_CHROMIUM")
-    })
-}
-
 /// Runs headless chromium on `url` with `args`; returns its standard output.
 fn browse(url: &str, args: &[&str], profile: &Path) -> String {
-    let output = Command::new(chromium())
+    let output = Command::new(support::chromium())
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
         .arg(format!("--user-data-dir={}", profile.display()))
         // The page fetches its data after load: virtual time runs until

@@ -44,21 +44,6 @@ const WRONG_TOKEN: &str = "a-wrong-admin-token-9876543210";
 // ---------------------------------------------------------------------------
 // A minimal Chrome DevTools Protocol client.
 
-/// `$SLIDEGATE_CHROMIUM`, or `chromium` on the PATH (as tests/page.rs).
-fn chromium_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("SLIDEGATE_CHROMIUM") {
-        return PathBuf::from(path);
-    }
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| {
-        panic!("chromium not found: run scripts/test (it installs it with apt) or set SLIDEGATE_CHROMIUM")
-    })
-}
-
 /// A headless chromium process; killed when dropped.
 struct Chromium {
     child: Child,
@@ -71,7 +56,7 @@ impl Chromium {
     /// Starts chromium; returns it and the browser's DevTools WebSocket URL.
     async fn start() -> (Chromium, String) {
         let profile = tempfile::tempdir().expect("profile dir");
-        let mut child = Command::new(chromium_binary())
+        let mut child = Command::new(support::chromium())
             .args([
                 "--headless",
                 "--no-sandbox",

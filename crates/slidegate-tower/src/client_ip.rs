@@ -35,14 +35,6 @@ impl TrustedProxies {
     }
 }
 
-/// IPv4-mapped IPv6 addresses (`::ffff:192.0.2.1`) as the IPv4 they are.
-pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
 /// The header trusted proxies name the client in. Only the one chosen is
 /// read: a proxy that sets one of them passes the others on from the
 /// client unchanged, so believing them would let the client pick its key.
@@ -71,14 +63,14 @@ pub(crate) fn client_ip(
     trusted: &TrustedProxies,
     header: ForwardedHeader,
 ) -> IpAddr {
-    let mut current = canonical(peer);
+    let mut current = peer.to_canonical();
     if !trusted.contains(current) {
         return current;
     }
     for hop in hops(headers, header).into_iter().rev() {
         match hop {
             Some(ip) => {
-                current = canonical(ip);
+                current = ip.to_canonical();
                 if !trusted.contains(current) {
                     return current;
                 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use http::request::Parts;
 
-use crate::client_ip::{ForwardedHeader, TrustedProxies, canonical, client_ip};
+use crate::client_ip::{ForwardedHeader, TrustedProxies, client_ip};
 
 /// Picks the key a rule limits from a request head: borrowed from it
 /// where it can be (a header's value, the path), so a check needs no copy
@@ -174,7 +174,7 @@ impl ClientIp {
     /// Whether `ip` is one of the trusted proxies (an IPv4-mapped IPv6
     /// address counts as the IPv4 address).
     pub fn trusts(&self, ip: IpAddr) -> bool {
-        self.trusted.contains(canonical(ip))
+        self.trusted.contains(ip.to_canonical())
     }
 
     /// The client address of this request (see the type's docs), IPv6

@@ -71,7 +71,7 @@ pub(super) fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
 /// whose own forwarding headers are believed); anybody else's are
 /// replaced, so an upstream never believes what a client wrote.
 pub(super) fn set_forwarding(headers: &mut HeaderMap, peer: SocketAddr, trusted: bool, host: Option<&str>) {
-    let ip = canonical(peer.ip());
+    let ip = peer.ip().to_canonical();
     if !trusted {
         for name in [X_FORWARDED_FOR, X_FORWARDED_PROTO, X_FORWARDED_HOST, header::FORWARDED] {
             headers.remove(name);
@@ -119,13 +119,6 @@ fn joined(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
 fn set(headers: &mut HeaderMap, name: HeaderName, value: &str) {
     if let Ok(value) = HeaderValue::from_str(value) {
         headers.insert(name, value);
-    }
-}
-
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
     }
 }
 

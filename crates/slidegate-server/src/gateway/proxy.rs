@@ -38,11 +38,7 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// the gateway's own answers.
 pub(crate) type GatewayBody = UnsyncBoxBody<Bytes, BoxError>;
 
-/// A request body sent upstream: the client's, streamed, or none (a
-/// request without a body can be sent again to another upstream).
-type UpstreamBody = Upload;
-
-type HttpClient = Client<HttpConnector, UpstreamBody>;
+type HttpClient = Client<HttpConnector, Upload>;
 
 /// The pooled clients of one configuration: HTTP/1.1, and HTTP/2 without
 /// TLS (h2c) for routes with `http2: true`.
@@ -291,19 +287,13 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
                 return plain(StatusCode::BAD_GATEWAY, "bad gateway: the upstream failed\n");
             }
             Err(late) => {
-                let what = match late {
-                    Late::Response => "the upstream did not answer in time",
-                    Late::Upload => "the request body made no progress in time",
+                let answer = match late {
+                    Late::Response => "gateway timeout: the upstream did not answer in time\n",
+                    Late::Upload => "gateway timeout: the request body made no progress in time\n",
                 };
-                tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, timeout = ?target.response_timeout, "{what}");
+                tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, timeout = ?target.response_timeout, "{}", answer.trim_end());
                 telemetry::upstream_error(&target.route, "timeout");
-                return plain(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    match late {
-                        Late::Response => "gateway timeout: the upstream did not answer in time\n",
-                        Late::Upload => "gateway timeout: the request body made no progress in time\n",
-                    },
-                );
+                return plain(StatusCode::GATEWAY_TIMEOUT, answer);
             }
         }
     }

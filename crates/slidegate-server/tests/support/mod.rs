@@ -170,3 +170,18 @@ pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
 pub fn write(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write");
 }
+
+/// `$SLIDEGATE_CHROMIUM`, or `chromium` on the PATH (scripts/test installs it).
+pub fn chromium() -> PathBuf {
+    if let Some(path) = std::env::var_os("SLIDEGATE_CHROMIUM") {
+        return PathBuf::from(path);
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!("chromium not found: run scripts/test (it installs it with apt) or set SLIDEGATE_CHROMIUM")
+    })
+}
