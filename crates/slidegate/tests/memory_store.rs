@@ -48,6 +48,29 @@ fn full_store_refuses_new_keys_but_serves_existing_ones() {
     assert_eq!(store.len(), 1, "expired keys were dropped");
 }
 
+/// A full store sweeps for expired keys at most once a second: a flood of
+/// new keys is refused without scanning the whole shard every time, and
+/// the space expired keys leave is reclaimed at the next sweep.
+#[test]
+fn a_full_store_sweeps_at_most_once_a_second() {
+    let clock = ManualClock::new(0);
+    let store = MemoryStore::builder().clock(clock.clone()).max_keys(8).shards(1).build();
+    let short = Rule::new(5, Duration::from_millis(100)).expect("rule");
+    let long = per_second(5);
+    for i in 0..8 {
+        let rule = if i < 4 { &short } else { &long };
+        store.check_sync(&Request::new(rule, &format!("k{i}"), 1).expect("valid request")).expect("room");
+    }
+    let newcomer = |name: &str| store.check_sync(&Request::new(&long, name, 1).expect("valid request"));
+    assert_eq!(newcomer("n0").expect_err("full").kind(), ErrorKind::CapacityExhausted);
+    // The short keys have expired, but the last sweep was under a second ago.
+    clock.advance(Duration::from_millis(150));
+    assert_eq!(newcomer("n1").expect_err("not swept yet").kind(), ErrorKind::CapacityExhausted);
+    assert_eq!(store.len(), 8);
+    clock.advance(Duration::from_millis(850));
+    assert!(newcomer("n2").expect("swept: room again").allowed);
+}
+
 #[test]
 fn expired_state_is_reclaimed() {
     let clock = ManualClock::new(0);

@@ -19,12 +19,20 @@ use key::Key;
 /// Every this many operations a shard drops its expired keys.
 const SWEEP_EVERY: u32 = 4096;
 
+/// A full shard is swept for expired keys at most this often (ms): a flood
+/// of new keys into a full store would otherwise scan the whole shard on
+/// every request (measured through the service: 10 → 66 µs of CPU per
+/// decision).
+const FULL_SWEEP_EVERY_MS: u64 = 1000;
+
 /// One lock's share of the keys. The key's hash, computed once per
 /// check, picks the shard (bits 32..) and the slot in its table.
 #[derive(Default)]
 struct Shard {
     map: HashTable<(Key, Entry)>,
     ops: u32,
+    /// When the shard, full, was last swept for a new key.
+    full_swept_at: Option<u64>,
 }
 
 impl Shard {
@@ -302,12 +310,18 @@ impl MemoryStore {
     ) -> Result<&'s mut Entry, Error> {
         let rehash = |(key, _): &(Key, Entry)| key.hash(&self.inner.hasher);
         let prefix = rule.state_prefix();
-        let table = match shard.map.entry(hash, |(key, _)| key.is(prefix, identity), rehash) {
+        let Shard { map, full_swept_at, .. } = shard;
+        let table = match map.entry(hash, |(key, _)| key.is(prefix, identity), rehash) {
             Slot::Occupied(found) => return Ok(&mut found.into_mut().1),
             Slot::Vacant(vacant) => vacant.into_table(),
         };
         if table.len() >= self.inner.max_keys_per_shard {
-            table.retain(|(_, e)| e.expires_at > now);
+            // Swept again only a while after the last time (or if the clock
+            // went back): until then a new key is refused without a scan.
+            if full_swept_at.is_none_or(|at| now < at || now - at >= FULL_SWEEP_EVERY_MS) {
+                table.retain(|(_, e)| e.expires_at > now);
+                *full_swept_at = Some(now);
+            }
             if table.len() >= self.inner.max_keys_per_shard {
                 return Err(Error::new(
                     ErrorKind::CapacityExhausted,
