@@ -75,6 +75,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         HeadersArg::Both => HeaderFamilies::new(true, true, false),
     };
     config.shadow = args.shadow;
+    config.deny_cache = !args.no_deny_cache;
     config.admin_token = admin_token;
     config.grace = args.grace;
     config.watch = !args.no_watch;

@@ -23,7 +23,9 @@
 //!   `failed` or `timeout`.
 
 use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use metrics::{Counter, Histogram};
 use std::time::Instant;
 
 use crate::request::{CheckAnswer, CheckError, Code};
@@ -46,21 +48,79 @@ impl Api {
             Api::Peek => "peek",
         }
     }
+
+    const ALL: [Api; 4] = [Api::Rls, Api::Json, Api::Check, Api::Peek];
+}
+
+/// The `code` label of an outcome.
+const CODES: [&str; 4] = ["ok", "over_limit", "invalid", "unavailable"];
+
+/// The handles of the per-request metrics, registered once: looking a
+/// labelled metric up by name on every request cost more than recording it.
+struct RequestMetrics {
+    /// By [`Api`], then by [`CODES`].
+    requests: Vec<Vec<(Counter, Histogram)>>,
+    /// By [`Api`].
+    degraded: Vec<Counter>,
+}
+
+/// Set once the server's recorder is installed (handles taken before then
+/// would record nowhere).
+static REQUEST_METRICS: OnceLock<RequestMetrics> = OnceLock::new();
+
+/// Registers the per-request metrics with the recorder just installed.
+pub(crate) fn recorder_installed() {
+    REQUEST_METRICS.get_or_init(|| RequestMetrics {
+        requests: Api::ALL
+            .iter()
+            .map(|api| {
+                CODES
+                    .iter()
+                    .map(|&code| {
+                        (
+                            metrics::counter!("slidegate_service_requests_total", "api" => api.label(), "code" => code),
+                            metrics::histogram!(
+                                "slidegate_service_request_duration_seconds", "api" => api.label(), "code" => code
+                            ),
+                        )
+                    })
+                    .collect()
+            })
+            .collect(),
+        degraded: Api::ALL
+            .iter()
+            .map(|api| metrics::counter!("slidegate_service_degraded_total", "api" => api.label()))
+            .collect(),
+    });
 }
 
 /// Records one request's outcome and latency.
 pub(crate) fn observe(api: Api, outcome: &Result<CheckAnswer, CheckError>, started: Instant) {
     let code = match outcome {
-        Ok(answer) if answer.code == Code::Ok => "ok",
-        Ok(_) => "over_limit",
-        Err(CheckError::Invalid(_)) => "invalid",
-        Err(CheckError::Unavailable(_)) => "unavailable",
+        Ok(answer) if answer.code == Code::Ok => 0,
+        Ok(_) => 1,
+        Err(CheckError::Invalid(_)) => 2,
+        Err(CheckError::Unavailable(_)) => 3,
     };
-    metrics::counter!("slidegate_service_requests_total", "api" => api.label(), "code" => code).increment(1);
-    metrics::histogram!("slidegate_service_request_duration_seconds", "api" => api.label(), "code" => code)
-        .record(started.elapsed().as_secs_f64());
-    if matches!(outcome, Ok(answer) if answer.degraded) {
-        metrics::counter!("slidegate_service_degraded_total", "api" => api.label()).increment(1);
+    let degraded = matches!(outcome, Ok(answer) if answer.degraded);
+    let Some(handles) = REQUEST_METRICS.get() else {
+        // No recorder of the server's (a decider used on its own): the
+        // facade's own lookup, which finds whatever recorder there is.
+        let code = CODES[code];
+        metrics::counter!("slidegate_service_requests_total", "api" => api.label(), "code" => code)
+            .increment(1);
+        metrics::histogram!("slidegate_service_request_duration_seconds", "api" => api.label(), "code" => code)
+            .record(started.elapsed().as_secs_f64());
+        if degraded {
+            metrics::counter!("slidegate_service_degraded_total", "api" => api.label()).increment(1);
+        }
+        return;
+    };
+    let (requests, duration) = &handles.requests[api as usize][code];
+    requests.increment(1);
+    duration.record(started.elapsed().as_secs_f64());
+    if degraded {
+        handles.degraded[api as usize].increment(1);
     }
 }
 

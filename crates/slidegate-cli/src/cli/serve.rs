@@ -97,6 +97,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SLIDEGATE_SHADOW")]
     pub shadow: bool,
 
+    /// Turn off the deny cache: every request a limit denies asks the
+    /// store again, instead of being answered locally until its retry time.
+    #[arg(long, env = "SLIDEGATE_NO_DENY_CACHE")]
+    pub no_deny_cache: bool,
+
     /// A file holding the admin token (`Authorization: Bearer …` for
     /// `POST /v1/reload`); without one, there is no admin API.
     #[arg(long, value_name = "FILE", env = "SLIDEGATE_ADMIN_TOKEN_FILE")]

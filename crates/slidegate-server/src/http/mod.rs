@@ -96,6 +96,11 @@ pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> 
     if let Err(e) = std::str::from_utf8(body) {
         return Err(format!("the body is not UTF-8 (byte {} is invalid)", e.valid_up_to()));
     }
+    // The plain parser first: tracking the path costs a fifth of a check's
+    // time, and only a bad body needs it, for its message.
+    if let Ok(parsed) = serde_json::from_slice(body) {
+        return Ok(parsed);
+    }
     let mut json = serde_json::Deserializer::from_slice(body);
     let parsed: T = serde_path_to_error::deserialize(&mut json).map_err(|e| {
         let path = e.path().to_string();
