@@ -44,7 +44,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Replay(args) => replay::run(args).await,
         Command::Simulate(args) => simulate::run(&args).await,
-        Command::Bench(args) => bench::run(args).await,
+        Command::Bench(args) => bench::run(*args).await,
         Command::Serve(args) => serve::run(*args).await,
     }
 }

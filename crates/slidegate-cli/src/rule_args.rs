@@ -42,17 +42,21 @@ impl AlgorithmArg {
 /// The rule flags shared by `replay` and `bench`.
 #[derive(Debug, Clone, Args)]
 pub struct RuleArgs {
-    /// Counting algorithm.
-    #[arg(long, value_enum, default_value_t = AlgorithmArg::Log)]
-    pub algorithm: AlgorithmArg,
+    /// Counting algorithm [default: log].
+    // No clap defaults or requirements here: `bench --target` drives a
+    // service and takes no rule, and clap cannot make an argument required
+    // in one subcommand only; `to_rule` names what is missing.
+    #[arg(long, value_enum)]
+    pub algorithm: Option<AlgorithmArg>,
 
-    /// Most cost admitted per window (at least 1).
+    /// Most cost admitted per window, at least 1 (required).
     #[arg(long)]
-    pub limit: u32,
+    pub limit: Option<u32>,
 
-    /// Window length, e.g. `500ms`, `1s`, `1m` (whole milliseconds, at most 366 days).
+    /// Window length, e.g. `500ms`, `1s`, `1m` (whole milliseconds, at most
+    /// 366 days; required).
     #[arg(long, value_parser = parse_duration)]
-    pub window: Duration,
+    pub window: Option<Duration>,
 
     /// Buckets per window of the sliding counter (only with `--algorithm counter`) [default: 10].
     #[arg(long)]
@@ -67,11 +71,15 @@ impl RuleArgs {
     /// When the rule is invalid (limit 0, window out of range, buckets out
     /// of range) or `--buckets` is given for an algorithm without buckets.
     pub fn to_rule(&self) -> anyhow::Result<Rule> {
-        if self.buckets.is_some() && self.algorithm != AlgorithmArg::Counter {
+        let (Some(limit), Some(window)) = (self.limit, self.window) else {
+            bail!("give the rule: --limit and --window (e.g. --limit 100 --window 1m)");
+        };
+        let algorithm = self.algorithm.unwrap_or(AlgorithmArg::Log);
+        if self.buckets.is_some() && algorithm != AlgorithmArg::Counter {
             bail!("--buckets only applies to --algorithm counter");
         }
         let buckets = parse_buckets(self.buckets.unwrap_or(DEFAULT_BUCKETS.get()))?;
-        build_rule(self.limit, self.window, self.algorithm.to_algorithm(buckets))
+        build_rule(limit, window, algorithm.to_algorithm(buckets))
     }
 }
 
@@ -111,7 +119,12 @@ mod tests {
     use super::*;
 
     fn args(algorithm: AlgorithmArg, limit: u32, buckets: Option<u16>) -> RuleArgs {
-        RuleArgs { algorithm, limit, window: Duration::from_secs(1), buckets }
+        RuleArgs {
+            algorithm: Some(algorithm),
+            limit: Some(limit),
+            window: Some(Duration::from_secs(1)),
+            buckets,
+        }
     }
 
     #[test]

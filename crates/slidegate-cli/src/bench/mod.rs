@@ -31,6 +31,7 @@ mod entry;
 mod pacer;
 mod plan;
 pub mod report;
+pub mod target;
 pub mod watch;
 mod worker;
 
@@ -78,7 +79,22 @@ pub struct BenchOutcome {
 /// An invalid rule, cost or flag combination, or a store that cannot be
 /// connected to. Failed checks are counted in the report instead.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let rule = args.rule.to_rule()?;
+    if let Some(target) = args.service.target.clone() {
+        return target::run(target, args).await;
+    }
+    let given = args.service.given_without_target();
+    if !given.is_empty() {
+        anyhow::bail!(
+            "{} only {} with --target",
+            given.join(", "),
+            if given.len() == 1 { "applies" } else { "apply" }
+        );
+    }
+    let rule = args
+        .rule
+        .as_ref()
+        .context("give the rule to check (--limit and --window), or --target to drive a running service")?
+        .to_rule()?;
     validate_cost(&rule, args.cost).context("invalid --cost")?;
     let plan = BenchPlan {
         rule,

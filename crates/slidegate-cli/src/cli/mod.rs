@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use slidegate::FailurePolicy;
 
 pub mod serve;
+pub mod target;
 
 use crate::rule_args::{RuleArgs, parse_duration};
 use crate::simulate::traffic::Pattern;
@@ -39,6 +40,17 @@ impl Cli {
             _ => None,
         }
     }
+
+    /// Whether the command serves or drives requests over connections,
+    /// answered in batches (`serve`, `bench --target`): its runtime runs
+    /// without the LIFO slot, where tokio's unstable API allows it.
+    pub fn serves_batches(&self) -> bool {
+        match &self.command {
+            Command::Serve(_) => true,
+            Command::Bench(args) => args.service.target.is_some(),
+            _ => false,
+        }
+    }
 }
 
 /// The subcommands.
@@ -51,7 +63,7 @@ pub enum Command {
     /// each admits in a true sliding window.
     Simulate(SimulateArgs),
     /// Measure decisions per second and latency of a store.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Run the rate-limit service: Envoy RLS v3 (gRPC) and an HTTP API.
     Serve(Box<serve::ServeArgs>),
 }
@@ -211,9 +223,14 @@ pub struct BenchArgs {
     #[arg(long = "store", value_name = "STORE", default_value = "memory", action = clap::ArgAction::Append)]
     pub stores: Vec<StoreSpec>,
 
-    /// The rule every request is checked against.
+    /// The rule every request is checked against (required unless
+    /// `--target` drives a running service).
     #[command(flatten)]
-    pub rule: RuleArgs,
+    pub rule: Option<RuleArgs>,
+
+    /// A running service to drive instead.
+    #[command(flatten)]
+    pub service: target::TargetArgs,
 
     /// Cost of every request (at least 1, at most `--limit`).
     #[arg(long, default_value_t = 1)]

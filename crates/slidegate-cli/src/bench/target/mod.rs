@@ -1,0 +1,390 @@
+//! `slidegate bench --target`: drives a running rate-limit service — any
+//! Envoy RLS v3 server over gRPC, or an HTTP server (slidegate's
+//! `/v1/check`, a gateway) — closed loop (`--concurrency` callers) or open
+//! loop (`--rate`), and reports decisions per second, allowed and denied,
+//! latency percentiles, errors by gRPC code or HTTP status, a per-second
+//! timeline, and with `--pid` what the server process spent.
+
+mod grpc;
+mod http;
+mod procstat;
+mod report;
+pub(crate) mod template;
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use hdrhistogram::Histogram;
+use rand::rngs::SmallRng;
+use rand::{Rng as _, SeedableRng as _};
+use slidegate::BreakerState;
+use tokio::sync::oneshot;
+
+pub use procstat::ProcessReport;
+pub use report::{Second, TargetReport};
+
+use super::pacer::Pacer;
+use super::plan::Bound;
+use super::report::Latency;
+use super::watch::{Watched, progress_bar, watch};
+use crate::cli::target::Target;
+use crate::cli::{BenchArgs, KeyOrder, MAX_BENCH_DURATION};
+use grpc::GrpcCaller;
+use http::{HttpCaller, HttpPlan};
+use procstat::CpuSample;
+use template::{parse_descriptor, parse_header};
+
+/// Slowest latency the histograms hold exactly (60 s, in microseconds).
+const MAX_LATENCY_US: u64 = 60_000_000;
+
+/// A caller yields to the scheduler every this many calls, so callers
+/// answered at once (an error, a local answer) share the threads.
+const YIELD_EVERY: u32 = 64;
+
+/// How a call was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// `OK` / 2xx.
+    Allowed,
+    /// `OVER_LIMIT` / 429.
+    Denied,
+}
+
+/// A call that got no decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failure {
+    /// What the report counts it under: a gRPC code name, an HTTP status,
+    /// or `transport`.
+    kind: String,
+    /// What happened.
+    message: String,
+}
+
+impl Failure {
+    fn new(kind: String, message: &str) -> Failure {
+        Failure { kind, message: message.to_owned() }
+    }
+
+    fn transport(message: String) -> Failure {
+        Failure { kind: "transport".to_owned(), message }
+    }
+}
+
+/// What the callers share.
+struct Run {
+    keys: u64,
+    key_order: KeyOrder,
+    bound: Bound,
+    rate: Option<f64>,
+    started: Instant,
+    deadline: Instant,
+    pacer: Option<Pacer>,
+    issued: AtomicU64,
+    completed: AtomicU64,
+    allowed: AtomicU64,
+    denied: AtomicU64,
+    errors: AtomicU64,
+    time_limited: AtomicBool,
+    /// Errors by kind, and the first of each kind's message.
+    failures: Mutex<BTreeMap<String, (u64, String)>>,
+    /// Per second of the run: requests, errors, latencies.
+    timeline: Mutex<Vec<SecondTally>>,
+}
+
+/// One second of the run.
+struct SecondTally {
+    errors: u64,
+    latency: Histogram<u64>,
+}
+
+/// The caller of one task.
+enum Caller {
+    Grpc(Box<GrpcCaller>),
+    Http(Box<HttpCaller>),
+}
+
+impl Caller {
+    async fn call(&mut self, key: u64) -> Result<Answer, Failure> {
+        match self {
+            Caller::Grpc(caller) => caller.call(key).await,
+            Caller::Http(caller) => caller.call(key).await,
+        }
+    }
+}
+
+/// Runs `slidegate bench --target` with `args`.
+///
+/// # Errors
+///
+/// Invalid or conflicting flags, or a target that cannot be connected to.
+pub async fn run(target: Target, args: BenchArgs) -> anyhow::Result<()> {
+    let limiter_only = limiter_flags(&args);
+    if !limiter_only.is_empty() {
+        bail!(
+            "{} {} the in-process limiter, not --target (the service decides with its own configuration)",
+            limiter_only.join(", "),
+            if limiter_only.len() == 1 { "applies to" } else { "apply to" }
+        );
+    }
+    let service = &args.service;
+    let descriptors =
+        service.descriptors.iter().map(|d| parse_descriptor(d)).collect::<anyhow::Result<Vec<_>>>()?;
+    let headers = service.headers.iter().map(|h| parse_header(h)).collect::<anyhow::Result<Vec<_>>>()?;
+    let bound = Bound::from_args(&args.bound)?;
+    let connections = service.connections.unwrap_or(4);
+    let mut callers = Vec::new();
+    match &target {
+        Target::Grpc { authority } => {
+            let domain = service.domain.as_deref().context("a grpc:// target needs --domain")?;
+            if descriptors.is_empty() {
+                bail!("a grpc:// target needs at least one --descriptor, e.g. --descriptor 'user={{key}}'");
+            }
+            if !headers.is_empty() {
+                bail!("--header applies to http:// targets");
+            }
+            let mut links = Vec::new();
+            for _ in 0..connections.min(args.concurrency) {
+                let send =
+                    grpc::connect(authority).await.with_context(|| format!("cannot connect to {target}"))?;
+                links.push(Arc::new(grpc::Link::new(authority, send)));
+            }
+            for task in 0..args.concurrency {
+                let link = Arc::clone(&links[usize::try_from(task % links.len() as u64).unwrap_or(0)]);
+                let caller =
+                    GrpcCaller::new(link, authority, domain, &descriptors, service.hits_addend.unwrap_or(0))?;
+                callers.push(Caller::Grpc(Box::new(caller)));
+            }
+        }
+        Target::Http { authority, path } => {
+            if service.connections.is_some() {
+                bail!("--connections applies to grpc:// targets: an http:// target opens one per task");
+            }
+            let check = match (&service.domain, descriptors.is_empty()) {
+                (Some(domain), false) => Some((domain.clone(), descriptors)),
+                (None, false) => bail!("--descriptor on an http:// target (a JSON check) needs --domain"),
+                (Some(_), true) => bail!("--domain on an http:// target needs --descriptor (the JSON check)"),
+                (None, true) => None,
+            };
+            if check.is_none() && service.hits_addend.is_some() {
+                bail!("--hits-addend on an http:// target needs --descriptor (the JSON check)");
+            }
+            // Fail early, with the reason, if nothing listens there.
+            tokio::net::TcpStream::connect(authority)
+                .await
+                .with_context(|| format!("cannot connect to {target}"))?;
+            let plan = HttpPlan {
+                authority: authority.clone(),
+                path: path.clone(),
+                headers,
+                check,
+                hits_addend: service.hits_addend,
+            };
+            callers
+                .extend((0..args.concurrency).map(|_| Caller::Http(Box::new(HttpCaller::new(plan.clone())))));
+        }
+    }
+    let samples = service.pids.iter().map(|&pid| CpuSample::take(pid)).collect::<anyhow::Result<Vec<_>>>()?;
+
+    let started = Instant::now();
+    let deadline = match bound {
+        Bound::Duration(duration) => started + duration.min(MAX_BENCH_DURATION),
+        Bound::Requests(_) => started + MAX_BENCH_DURATION,
+    };
+    let run = Arc::new(Run {
+        keys: args.keys,
+        key_order: args.key_order,
+        bound,
+        rate: args.rate,
+        started,
+        deadline,
+        pacer: args.rate.map(|rate| Pacer::start(rate, started)).transpose()?,
+        issued: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        allowed: AtomicU64::new(0),
+        denied: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        time_limited: AtomicBool::new(false),
+        failures: Mutex::new(BTreeMap::new()),
+        timeline: Mutex::new(Vec::new()),
+    });
+    let show_progress = !args.json && std::io::stdout().is_terminal();
+    let progress = progress_bar(bound, show_progress);
+    let (stop, stopped) = oneshot::channel();
+    let watched = Watched {
+        progress: progress.clone(),
+        bound,
+        started,
+        breaker: || BreakerState::Closed,
+        completed: {
+            let run = Arc::clone(&run);
+            move || run.completed.load(Relaxed)
+        },
+    };
+    let watcher = tokio::spawn(watch(watched, stopped));
+    let template = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_US, 3).context("latency histogram")?;
+    let tasks: Vec<_> = callers
+        .into_iter()
+        .enumerate()
+        .map(|(task, caller)| {
+            let rng = SmallRng::seed_from_u64(args.seed.wrapping_add(task as u64));
+            tokio::spawn(drive(caller, Arc::clone(&run), rng, template.clone()))
+        })
+        .collect();
+    let mut latency = template;
+    for task in tasks {
+        let histogram = task.await.context("a benchmark task failed")??;
+        latency.add(&histogram).context("cannot merge latency histograms")?;
+    }
+    let elapsed = started.elapsed();
+    let _ = stop.send(());
+    let _ = watcher.await;
+    progress.finish_and_clear();
+
+    let requests = run.allowed.load(Relaxed) + run.denied.load(Relaxed) + run.errors.load(Relaxed);
+    let processes =
+        samples.iter().map(|sample| sample.report(elapsed, requests)).collect::<anyhow::Result<Vec<_>>>()?;
+    let report = report::build(&target, &args, &run, elapsed, &latency, processes);
+    if args.json {
+        println!("{}", serde_json::to_string(&report).context("cannot encode the report")?);
+    } else {
+        print!("{}", report.render());
+    }
+    Ok(())
+}
+
+/// The limiter's flags `args` gives, which `--target` cannot honour.
+fn limiter_flags(args: &BenchArgs) -> Vec<&'static str> {
+    let mut given = Vec::new();
+    let flags = [
+        (args.rule.is_some(), "--limit/--window/--algorithm"),
+        (args.stores.iter().any(|s| *s != crate::store_choice::StoreSpec::Memory), "--store"),
+        (args.cost != 1, "--cost"),
+        (args.prefix.is_some(), "--prefix"),
+        (args.deadline.is_some(), "--deadline"),
+        (args.no_deny_cache, "--no-deny-cache"),
+        (args.no_breaker, "--no-breaker"),
+        (args.no_auto_batch, "--no-auto-batch"),
+        (args.entry != crate::cli::Entry::Check, "--entry"),
+        (args.timeout.is_some(), "--timeout"),
+        (args.baseline.is_some(), "--baseline"),
+        (args.redis_stats, "--redis-stats"),
+    ];
+    for (is_given, name) in flags {
+        if is_given {
+            given.push(name);
+        }
+    }
+    given
+}
+
+/// One caller's loop: calls until the bound, recording every outcome.
+async fn drive(
+    mut caller: Caller,
+    run: Arc<Run>,
+    mut rng: SmallRng,
+    mut latency: Histogram<u64>,
+) -> anyhow::Result<Histogram<u64>> {
+    // This second's latencies, handed to the timeline when the second ends.
+    let mut second = latency.clone();
+    let (mut second_index, mut second_errors) = (0usize, 0u64);
+    let mut since_yield = 0;
+    loop {
+        let late = match &run.pacer {
+            Some(pacer) => match tokio::time::timeout_at(run.deadline.into(), pacer.next()).await {
+                Ok(late) => late,
+                Err(_) => break,
+            },
+            None => false,
+        };
+        let ticket = run.issued.fetch_add(1, Relaxed);
+        if let Bound::Requests(total) = run.bound
+            && ticket >= total
+        {
+            break;
+        }
+        let due = run.rate.map(|rate| run.started + Duration::from_secs_f64(ticket as f64 / rate));
+        if due.unwrap_or_else(Instant::now) >= run.deadline {
+            if matches!(run.bound, Bound::Requests(_)) {
+                run.time_limited.store(true, Relaxed);
+            }
+            break;
+        }
+        let key = match run.key_order {
+            KeyOrder::RoundRobin => ticket % run.keys,
+            KeyOrder::Random => rng.random_range(0..run.keys),
+        };
+        // As in the library's bench: a late caller counts from when its
+        // request was due (it waited behind slow answers).
+        let asked_at = match due {
+            Some(due) if late => due,
+            _ => Instant::now(),
+        };
+        let result = caller.call(key).await;
+        let micros = u64::try_from(asked_at.elapsed().as_micros()).unwrap_or(u64::MAX);
+        latency.saturating_record(micros);
+        let index =
+            usize::try_from(asked_at.saturating_duration_since(run.started).as_secs()).unwrap_or(usize::MAX);
+        if index != second_index {
+            hand_over(&run, second_index, &mut second, &mut second_errors)?;
+            second_index = index;
+        }
+        second.saturating_record(micros);
+        match result {
+            Ok(Answer::Allowed) => {
+                run.allowed.fetch_add(1, Relaxed);
+            }
+            Ok(Answer::Denied) => {
+                run.denied.fetch_add(1, Relaxed);
+            }
+            Err(failure) => {
+                run.errors.fetch_add(1, Relaxed);
+                second_errors += 1;
+                let mut failures = run.failures.lock().unwrap_or_else(|p| p.into_inner());
+                failures.entry(failure.kind).or_insert((0, failure.message)).0 += 1;
+            }
+        }
+        run.completed.fetch_add(1, Relaxed);
+        since_yield += 1;
+        if since_yield == YIELD_EVERY {
+            since_yield = 0;
+            tokio::task::yield_now().await;
+        }
+    }
+    hand_over(&run, second_index, &mut second, &mut second_errors)?;
+    Ok(latency)
+}
+
+/// Adds one caller's figures for second `index` to the timeline.
+fn hand_over(run: &Run, index: usize, second: &mut Histogram<u64>, errors: &mut u64) -> anyhow::Result<()> {
+    if second.is_empty() && *errors == 0 {
+        return Ok(());
+    }
+    let mut timeline = run.timeline.lock().unwrap_or_else(|p| p.into_inner());
+    while timeline.len() <= index {
+        timeline.push(SecondTally { errors: 0, latency: Histogram::new_from(second) });
+    }
+    timeline[index].latency.add(&*second).context("cannot merge latency histograms")?;
+    timeline[index].errors += *errors;
+    second.reset();
+    *errors = 0;
+    Ok(())
+}
+
+/// The run's per-second figures.
+fn seconds(run: &Run) -> Vec<Second> {
+    let timeline = run.timeline.lock().unwrap_or_else(|p| p.into_inner());
+    timeline
+        .iter()
+        .enumerate()
+        .map(|(second, tally)| Second {
+            second: second as u64,
+            requests: tally.latency.len(),
+            errors: tally.errors,
+            latency_us: Latency::of(&tally.latency),
+        })
+        .collect()
+}

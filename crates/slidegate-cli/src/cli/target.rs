@@ -1,0 +1,176 @@
+//! `slidegate bench --target`: the flags that drive a running rate-limit
+//! service (any Envoy RLS v3 server, slidegate's HTTP API, a gateway)
+//! instead of a limiter in this process.
+
+use std::fmt;
+use std::str::FromStr;
+
+use clap::Args;
+
+/// What `bench --target` drives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// An Envoy RLS v3 server (`grpc://HOST:PORT`), over HTTP/2 without TLS.
+    Grpc {
+        /// `HOST:PORT`.
+        authority: String,
+    },
+    /// An HTTP/1.1 server (`http://HOST:PORT/PATH`).
+    Http {
+        /// `HOST:PORT`.
+        authority: String,
+        /// The path and query every request asks for.
+        path: String,
+    },
+}
+
+impl FromStr for Target {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Target, String> {
+        let uri: http::Uri = text.parse().map_err(|e| format!("not a URL ({e}): `{text}`"))?;
+        let authority = match uri.authority() {
+            Some(authority) if authority.port_u16().is_some() && !authority.host().is_empty() => {
+                authority.as_str().to_owned()
+            }
+            _ => return Err(format!("`{text}` needs a host and a port, e.g. grpc://127.0.0.1:8081")),
+        };
+        if authority.contains('@') {
+            return Err(format!("`{text}`: user information is not supported"));
+        }
+        match uri.scheme_str() {
+            Some("grpc") => match uri.path() {
+                "" | "/" if uri.query().is_none() => Ok(Target::Grpc { authority }),
+                _ => {
+                    Err(format!("`{text}`: a grpc:// target takes no path (the RLS method's path is fixed)"))
+                }
+            },
+            Some("http") => {
+                let path = uri.path_and_query().map_or("/", |p| p.as_str());
+                let path = if path.is_empty() { "/" } else { path };
+                Ok(Target::Http { authority, path: path.to_owned() })
+            }
+            Some("https" | "grpcs") => {
+                Err(format!("`{text}`: TLS targets are not supported; drive the service over plain TCP"))
+            }
+            _ => Err(format!("`{text}`: the target is grpc://HOST:PORT or http://HOST:PORT/PATH")),
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Grpc { authority } => write!(f, "grpc://{authority}"),
+            Target::Http { authority, path } => write!(f, "http://{authority}{path}"),
+        }
+    }
+}
+
+/// The flags of `bench --target` (and only of it).
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Driving a service (--target)")]
+pub struct TargetArgs {
+    /// Drive a running service instead of a limiter in this process:
+    /// `grpc://HOST:PORT` for any Envoy RLS v3 server (slidegate serve,
+    /// limitador, envoyproxy/ratelimit), or `http://HOST:PORT/PATH` for
+    /// an HTTP server (slidegate's `/v1/check` when `--descriptor` is
+    /// given: a POST of the JSON check; otherwise a GET, e.g. through a
+    /// gateway). Keys are `0` … `--keys - 1`, written where `{key}`
+    /// stands in `--descriptor` and `--header`.
+    #[arg(long, value_name = "URL")]
+    pub target: Option<Target>,
+
+    /// The RLS domain (with `--descriptor` on an http:// target, the
+    /// JSON check's `domain`).
+    #[arg(long)]
+    pub domain: Option<String>,
+
+    /// One request descriptor, `key=value[,key=value…]`, `{key}` standing
+    /// for the request's key, e.g. `user={key}` or
+    /// `path=/api,user=u{key}`; give it again for more descriptors.
+    #[arg(long = "descriptor", value_name = "ENTRIES")]
+    pub descriptors: Vec<String>,
+
+    /// The request's `hits_addend` (what each request costs; unset, the
+    /// server's default of 1).
+    #[arg(long, value_name = "N")]
+    pub hits_addend: Option<u32>,
+
+    /// An HTTP request header, `name: value`, `{key}` standing for the
+    /// request's key, e.g. `x-user: {key}`; give it again for more.
+    #[arg(long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+
+    /// HTTP/2 connections the gRPC requests share (round robin by task) [default: 4].
+    /// HTTP/1.1 targets open one connection per task instead.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub connections: Option<u64>,
+
+    /// Also report this process's CPU time per decision and its memory
+    /// (from `/proc`), e.g. the server's; give it again for more.
+    #[arg(long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+}
+
+impl TargetArgs {
+    /// The target-only flags given without `--target`, by name.
+    pub fn given_without_target(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        if self.domain.is_some() {
+            given.push("--domain");
+        }
+        if !self.descriptors.is_empty() {
+            given.push("--descriptor");
+        }
+        if self.hits_addend.is_some() {
+            given.push("--hits-addend");
+        }
+        if !self.headers.is_empty() {
+            given.push("--header");
+        }
+        if self.connections.is_some() {
+            given.push("--connections");
+        }
+        if !self.pids.is_empty() {
+            given.push("--pid");
+        }
+        given
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_targets() {
+        assert_eq!(
+            "grpc://127.0.0.1:8081".parse::<Target>(),
+            Ok(Target::Grpc { authority: "127.0.0.1:8081".into() })
+        );
+        assert_eq!(
+            "http://localhost:8080/v1/check".parse::<Target>(),
+            Ok(Target::Http { authority: "localhost:8080".into(), path: "/v1/check".into() })
+        );
+        assert_eq!(
+            "http://[::1]:80".parse::<Target>(),
+            Ok(Target::Http { authority: "[::1]:80".into(), path: "/".into() })
+        );
+        assert_eq!(
+            "http://h:1/a?b=c".parse::<Target>(),
+            Ok(Target::Http { authority: "h:1".into(), path: "/a?b=c".into() })
+        );
+        for (bad, says) in [
+            ("grpc://127.0.0.1", "port"),
+            ("grpc://h:1/x", "no path"),
+            ("https://h:443/", "TLS"),
+            ("ftp://h:1/", "grpc://HOST:PORT or"),
+            ("nonsense", "host and a port"),
+            ("http://u@h:1/", "user information"),
+        ] {
+            let error = bad.parse::<Target>().unwrap_err();
+            assert!(error.contains(says), "{bad}: {error}");
+        }
+    }
+}
