@@ -293,9 +293,15 @@ md += [
     "",
     "![throughput against concurrency](docs/throughput.svg)",
     "",
+]
+# The service's section (scripts/bench_service_report.py), when it ran.
+service_md = os.path.join(run_dir, "service.md")
+if os.path.exists(service_md):
+    md += [read("service.md").rstrip(), ""]
+md += [
     "## Runs",
     "",
-    "Closed loop unless a rate is given; every run through a default `Limiter`",
+    "The library's runs. Closed loop unless a rate is given; every run through a default `Limiter`",
     "(deadline, breaker, deny cache). `$REDIS` is the server scripts/bench started",
     "(`redis://127.0.0.1:<free port>/`), emptied before each run; `taskset` pins the",
     "client to the cores Redis does not use. Each command is the one the run executed.",

@@ -66,6 +66,15 @@ impl Service {
         Service::start(command, "Envoy RLS v3 (gRPC) on ")
     }
 
+    /// `slidegate serve --rules RULES` on the memory store, on given ports
+    /// (a server restarted where the previous one was).
+    fn rules_on(rules: &Path, grpc: u16, http: u16) -> Service {
+        let mut command = Command::new(BIN);
+        command.arg("serve").arg("--rules").arg(rules).args(["--store", "memory", "--no-watch"]);
+        command.arg("--grpc").arg(local(grpc)).arg("--http").arg(local(http));
+        Service::start(command, "Envoy RLS v3 (gRPC) on ")
+    }
+
     /// `slidegate serve --gateway FILE`.
     fn gateway(file: &Path) -> Service {
         let mut command = Command::new(BIN);
@@ -484,4 +493,44 @@ fn bad_usage_is_refused_with_the_reason() {
         "",
     );
     assert_eq!(unreachable.status.code(), Some(1));
+}
+
+/// A server restarted mid-run: the gRPC requests fail while it is down, and
+/// the connections are opened again once it is back.
+#[test]
+fn grpc_connections_are_reopened_after_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rules = rules_file(dir.path());
+    let first = Service::rules(&rules);
+    let (grpc, http) = (first.port, first.http);
+    let target = format!("grpc://{}", local(grpc));
+    let run = Command::new(BIN)
+        .args(["bench", "--json", "--target", &target, "--domain", "test", "--descriptor", "user={key}"])
+        .args([
+            "--keys",
+            "1000",
+            "--rate",
+            "200",
+            "--duration",
+            "4s",
+            "--concurrency",
+            "8",
+            "--connections",
+            "2",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn slidegate bench");
+    thread::sleep(Duration::from_millis(800));
+    drop(first);
+    let _second = Service::rules_on(&rules, grpc, http);
+    let output = run.wait_with_output().expect("bench output");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");
+    assert!(count(&report, "errors") > 0, "requests failed while the server was down: {report}");
+    let seconds = report["seconds"].as_array().expect("timeline");
+    let last = seconds.last().expect("a last second");
+    assert!(last["requests"].as_u64().unwrap_or(0) > 0, "{report}");
+    assert_eq!(last["errors"], 0, "the last second ran on reopened connections: {report}");
 }

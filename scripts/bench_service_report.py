@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""The section "The service and the gateway" of BENCHMARKS.md, and its chart.
+
+usage: bench_service_report.py RUN_DIR SECTION.md CHART.svg
+
+RUN_DIR is what scripts/bench (with scripts/bench_service) wrote: one
+`slidegate bench --target --json` object per run (NAME.json), wrk's JSON
+line for the gateway runs, commands.tsv, and service/ (logs, versions,
+reload-at.txt, reloads.txt). Every ratio is between figures of that run.
+A peer that was not there (no limitador-server, no nginx) leaves its
+targets "not run".
+"""
+
+import json
+import math
+import os
+import sys
+
+run_dir, md_path, svg_path = sys.argv[1:4]
+ROUNDS = (1, 2, 3)
+MB = 1_000_000
+
+
+def path(name):
+    return os.path.join(run_dir, name + ".json")
+
+
+def have(name):
+    return os.path.exists(path(name))
+
+
+def load(name):
+    with open(path(name)) as f:
+        return json.load(f)
+
+
+def text(name, default=""):
+    p = os.path.join(run_dir, "service", name)
+    return open(p).read().strip() if os.path.exists(p) else default
+
+
+def median(values):
+    return sorted(values)[len(values) // 2]
+
+
+def dps(r):
+    return r["decisions_per_sec"]
+
+
+def cpu(r):
+    return r["processes"][0]["cpu_us_per_decision"]
+
+
+def listed(values, fmt="{:,.0f}"):
+    return ", ".join(fmt.format(v) for v in values)
+
+
+rows = []  # (number, what, measured, baseline, ratio text, met: True/False/None)
+
+
+def target(number, what, measured, baseline, ratio, op, bound):
+    met = ratio <= bound if op == "<=" else ratio >= bound
+    rows.append((number, what, measured, baseline, f"{ratio:.2f}× ({op} {bound}×)", met))
+
+
+def not_run(number, what, why):
+    rows.append((number, what, "not run", why, "–", None))
+
+
+def runs(prefix):
+    return [load(f"{prefix}-{n}") for n in ROUNDS] if all(have(f"{prefix}-{n}") for n in ROUNDS) else None
+
+
+serve, limitador, floor, check = runs("rls-serve"), runs("rls-limitador"), runs("rls-floor"), runs("http-check")
+serve_rate = median([dps(r) for r in serve])
+serve_p99 = median([r["latency_us"]["p99"] for r in serve])
+serve_cpu = median([cpu(r) for r in serve])
+errors = sum(r["errors"] for group in (serve, limitador or [], floor, check) for r in group)
+
+# 1. RLS on Redis against limitador on the same Redis.
+what1 = "RLS on Redis, 64 in flight: decisions/s against limitador-server on the same Redis (medians of 3 rounds)"
+if limitador:
+    lim_rate = median([dps(r) for r in limitador])
+    lim_p99 = median([r["latency_us"]["p99"] for r in limitador])
+    target(1, what1, f"{serve_rate:,.0f}/s ({listed(dps(r) for r in serve)})",
+           f"limitador {lim_rate:,.0f}/s ({listed(dps(r) for r in limitador)})", serve_rate / lim_rate, ">=", 2.0)
+    target(1, "same runs: p99 latency", f"{serve_p99:,} µs ({listed((r['latency_us']['p99'] for r in serve), '{}')})",
+           f"limitador {lim_p99:,} µs ({listed((r['latency_us']['p99'] for r in limitador), '{}')})",
+           serve_p99 / lim_p99, "<=", 0.5)
+else:
+    not_run(1, what1, "no limitador-server (SLIDEGATE_LIMITADOR)")
+
+# 2. Against the transport's floor; CPU per decision of each server.
+floor_rate = median([dps(r) for r in floor])
+floor_cpu = median([cpu(r) for r in floor])
+lim_cpu = f"; limitador {median([cpu(r) for r in limitador]):.1f} µs" if limitador else ""
+target(2, "RLS through `serve` on Redis against a do-nothing tonic RLS server (the floor), same generator (medians)",
+       f"{serve_rate:,.0f}/s", f"floor {floor_rate:,.0f}/s ({listed(dps(r) for r in floor)})",
+       serve_rate / floor_rate, ">=", 0.7)
+rows.append((2, "CPU per decision of the server process (/proc, medians)", f"serve {serve_cpu:.1f} µs",
+             f"floor {floor_cpu:.1f} µs{lim_cpu}", "reported", None))
+
+# 3. HTTP /v1/check against RLS.
+check_rate = median([dps(r) for r in check])
+target(3, "HTTP `/v1/check` (JSON, HTTP/1.1 keep-alive, 64 connections) against RLS on the same serve (medians)",
+       f"{check_rate:,.0f}/s ({listed(dps(r) for r in check)}); serve {median([cpu(r) for r in check]):.1f} µs CPU per decision",
+       f"RLS {serve_rate:,.0f}/s", check_rate / serve_rate, ">=", 0.8)
+
+# 4. The gateway against nginx limit_req.
+gw = {k: runs(f"gw-{k}") for k in ("direct", "nginx", "slidegate", "slidegate-redis")}
+gw1 = {k: runs(f"gw1-{k}") for k in ("direct", "nginx", "slidegate", "slidegate-redis")}
+what4 = "gateway against nginx `limit_req` (same upstream, wrk -c64, memory store; medians of 3 rounds): requests/s"
+if all(gw.values()) and all(gw1.values()):
+    rate = {k: median([r["requests_per_sec"] for r in v]) for k, v in gw.items()}
+    p50 = {k: median([r["latency_us"]["p50"] for r in v]) for k, v in gw1.items()}
+    p50_64 = {k: median([r["latency_us"]["p50"] for r in v]) for k, v in gw.items()}
+    target(4, what4, f"{rate['slidegate']:,.0f}/s ({listed(r['requests_per_sec'] for r in gw['slidegate'])}); "
+           f"Redis store {rate['slidegate-redis']:,.0f}/s",
+           f"nginx {rate['nginx']:,.0f}/s ({listed(r['requests_per_sec'] for r in gw['nginx'])}); "
+           f"upstream direct {rate['direct']:,.0f}/s", rate["slidegate"] / rate["nginx"], ">=", 1.0)
+    added = {k: p50[k] - p50["direct"] for k in ("nginx", "slidegate", "slidegate-redis")}
+    target(4, "added p50 latency over the upstream itself (wrk -c1: one request at a time; medians)",
+           f"{added['slidegate']} µs (p50 {p50['slidegate']} µs); Redis store {added['slidegate-redis']} µs",
+           f"nginx {added['nginx']} µs (p50 {p50['nginx']} µs; upstream {p50['direct']} µs); "
+           f"at 64 connections p50 gateway {p50_64['slidegate']} µs, nginx {p50_64['nginx']} µs",
+           added["slidegate"] / max(added["nginx"], 1), "<=", 1.2)
+else:
+    not_run(4, what4, "no nginx or wrk")
+
+# 5. Memory.
+idle = load("serve-idle")["rss_kib"] * 1024
+rows.append((5, "`serve` RSS idle (Redis store, rules loaded, listening)", f"{idle / MB:.1f} MB", "",
+             "≤ 30 MB", idle <= 30 * MB))
+mem_idle = load("memory-idle")["rss_kib"] * 1024
+one_m, more = load("memory-1m"), load("memory-more")
+rss_1m, rss_more = one_m["processes"][0]["rss_bytes"], more["processes"][0]["rss_bytes"]
+peak = more["processes"][0]["peak_rss_bytes"]
+rows.append((5, "RSS after 1,000,000 distinct identities on the embedded store (100/min each)",
+             f"{rss_1m / MB:.0f} MB ({(rss_1m - mem_idle) / one_m['requests']:.0f} B per identity over idle "
+             f"{mem_idle / MB:.1f} MB; {dps(one_m):,.0f} decisions/s, {one_m['errors']} errors)", "", "≤ 300 MB",
+             rss_1m <= 300 * MB))
+rows.append((5, "the same process after 1,500,000 more (the store holds at most 1,000,000 keys)",
+             f"{rss_more / MB:.0f} MB (peak {peak / MB:.0f} MB; {more['denied']} denied, {more['errors']} errors)",
+             f"after the first million {rss_1m / MB:.0f} MB", "≤ 300 MB, bounded", rss_more <= 300 * MB and peak <= 300 * MB))
+
+# 6. Configuration scale.
+loads = [load(f"load-10000-{n}") for n in ROUNDS]
+load_s = median([r["seconds"] for r in loads])
+rows.append((6, "10,000 descriptors loaded and checked (`serve --check`, the whole process; median of 3)",
+             f"{load_s * 1000:.0f} ms ({listed((r['seconds'] * 1000 for r in loads), '{:.0f}')})", "",
+             "≤ 1 s", load_s <= 1.0 and all(r["ok"] for r in loads)))
+m10, m10k = runs("match-10"), runs("match-10000")
+c10, c10k = median([cpu(r) for r in m10]), median([cpu(r) for r in m10k])
+target(6, "matching: server CPU per decision with 10,000 rules against 10 (memory store; each request a different rule)",
+       f"{c10k:.1f} µs ({median([dps(r) for r in m10k]):,.0f}/s)", f"10 rules {c10:.1f} µs ({median([dps(r) for r in m10]):,.0f}/s)",
+       c10k / c10, "<=", 1.2)
+reload = load("reload")
+at = float(text("reload-at.txt", "3"))
+during = [s for s in reload["seconds"] if s["second"] in (math.floor(at), math.floor(at) + 1)]
+before = [s for s in reload["seconds"] if 1 <= s["second"] < math.floor(at)]
+p99_before = median([s["latency_us"]["p99"] for s in before]) if before else 0
+p99_during = max((s["latency_us"]["p99"] for s in during), default=0)
+offered = reload["offered_per_sec"] * reload["elapsed_secs"]
+# `slidegate_config_reloads_total{result="ok"} 1` from the server's /metrics.
+reloaded = any(float(line.split()[-1]) >= 1 for line in text("reloads.txt").splitlines() if 'result="ok"' in line)
+lost = reload["errors"]
+target(6, f"reload to 10,000 descriptors under load (open loop at {reload['offered_per_sec']:,.0f}/s, half the peak; "
+          f"SIGHUP at {at:.1f} s): p99 in the reload's second and the next against the seconds before",
+       f"{p99_during:,} µs; {reload['requests']:,} requests of {offered:,.0f} offered, {lost} errors, "
+       f"{'reloaded' if reloaded else 'NOT reloaded'}",
+       f"before {p99_before:,} µs", p99_during / max(p99_before, 1), "<=", 2.0)
+rows[-1] = rows[-1][:5] + (rows[-1][5] and lost == 0 and reloaded,)
+
+# 7. Attack.
+cache, nocache = load("attack-serve-cache"), load("attack-serve-nocache")
+target(7, "attack through the service (one hot descriptor, 64 in flight): deny cache on against off",
+       f"{dps(cache):,.0f}/s ({cache['denied']:,} denied)", f"off {dps(nocache):,.0f}/s", dps(cache) / dps(nocache),
+       ">=", 10.0)
+
+# The chart: RLS throughput against concurrency.
+levels = [1, 4, 16, 64, 128, 256]
+series = {"slidegate serve (Redis)": "serve", "limitador (Redis)": "limitador", "floor (no limiting)": "floor"}
+colors = {"serve": "#1f77b4", "limitador": "#d62728", "floor": "#7f7f7f"}
+points = {k: [dps(load(f"rls-sweep-{k}-{c}")) for c in levels] for k in series.values()
+          if all(have(f"rls-sweep-{k}-{c}") for c in levels)}
+W, H, L, B, T, R = 640, 360, 70, 40, 30, 190
+top = max(max(v) for v in points.values()) * 1.1
+
+
+def x(i):
+    return L + i * (W - L - R) / (len(levels) - 1)
+
+
+def y(v):
+    return H - B - v / top * (H - B - T)
+
+
+svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+       f'<rect width="{W}" height="{H}" fill="white"/>',
+       f'<text x="{L}" y="18">RLS decisions/s against requests in flight (100,000 keys, 100/min)</text>']
+for i in range(6):
+    v = top * i / 5
+    svg.append(f'<line x1="{L}" x2="{W - R}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>')
+    svg.append(f'<text x="{L - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v / 1000:.0f}k</text>')
+for i, c in enumerate(levels):
+    svg.append(f'<text x="{x(i):.1f}" y="{H - B + 16}" text-anchor="middle">{c}</text>')
+svg.append(f'<text x="{(L + W - R) / 2}" y="{H - 6}" text-anchor="middle">requests in flight (4 HTTP/2 connections)</text>')
+for n, (label, k) in enumerate((label, k) for label, k in series.items() if k in points):
+    line = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(points[k]))
+    svg.append(f'<polyline points="{line}" fill="none" stroke="{colors[k]}" stroke-width="2"/>')
+    for i, v in enumerate(points[k]):
+        svg.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3" fill="{colors[k]}"/>')
+    svg.append(f'<rect x="{W - R + 12}" y="{T + 10 + 18 * n}" width="12" height="3" fill="{colors[k]}"/>')
+    svg.append(f'<text x="{W - R + 30}" y="{T + 15 + 18 * n}">{label}</text>')
+svg.append("</svg>")
+with open(svg_path, "w") as f:
+    f.write("\n".join(svg) + "\n")
+
+versions = [v for v in (text("limitador-version.txt"), text("nginx-version.txt")) if v]
+md = [
+    "## The service and the gateway",
+    "",
+    "`slidegate serve` and its gateway beside their peers, in the same run: "
+    "limitador-server on the same Redis (its Redis storage, a limits file equivalent to the rules: "
+    "100 per minute per `user`), a do-nothing tonic RLS server (`crates/slidegate-server/examples/rls_floor.rs`, "
+    "bench-only) for the transport's floor, and nginx `limit_req` in front of the same upstream as the gateway "
+    f"({'; '.join(versions) if versions else 'peers not found'}). "
+    "RLS and `/v1/check` are driven by `slidegate bench --target` (one runtime thread), the gateway and nginx by wrk "
+    "(Debian). The servers, their peers and the load generator share core 0; Redis (and the gateway's upstream) "
+    "run on core 1. CPU per decision is the server process's user + system time over the run (`/proc`).",
+    "",
+    "| # | what | slidegate | peer / baseline (same run) | ratio / bound | met |",
+    "|---|---|---|---|---|---|",
+]
+for number, what, measured, baseline, ratio, met in rows:
+    shown = "–" if met is None else "yes" if met else "**no**"
+    md.append(f"| {number} | {what} | {measured} | {baseline} | {ratio} | {shown} |")
+md += ["", "![RLS throughput against concurrency](docs/service-throughput.svg)", "",
+       "RLS concurrency sweep (2 s per point, decisions/s; the chart above):", "",
+       "| in flight | " + " | ".join(label for label, k in series.items() if k in points) + " |",
+       "|---|" + "---|" * len(points)]
+for i, c in enumerate(levels):
+    md.append(f"| {c} | " + " | ".join(f"{points[k][i]:,.0f}" for k in series.values() if k in points) + " |")
+if errors:
+    md += ["", f"**{errors} requests failed in the RLS and /v1/check runs** (see their JSON)."]
+
+with open(os.path.join(run_dir, "commands.tsv")) as f:
+    executed = dict(line.rstrip("\n").split("\t", 1) for line in f if "\t" in line)
+md += ["", "Runs of this section (each command as executed; `$REDIS` is the run's Redis):", "",
+       "| run | command | decisions/s | p50 | p99 | p99.9 | errors | server CPU/decision |", "|---|---|---|---|---|---|---|---|"]
+for name, command in executed.items():
+    if not have(name) or not any(name.startswith(p) for p in
+                                 ("rls-serve", "rls-limitador", "rls-floor", "http-check", "reload", "match-",
+                                  "attack-serve", "memory-1m", "memory-more", "gw")):
+        continue
+    r = load(name)
+    if "requests_per_sec" in r:  # wrk
+        lat = r["latency_us"]
+        md.append(f"| {name} | `{command}` | {r['requests_per_sec']:,.0f} | {lat['p50']} µs | {lat['p99']} µs "
+                  f"| {lat['p999']} µs | {r['socket_errors']} | |")
+    else:
+        lat = r["latency_us"]
+        server = f"{cpu(r):.1f} µs" if r.get("processes") else ""
+        md.append(f"| {name} | `{command}` | {dps(r):,.0f} | {lat['p50']} µs | {lat['p99']} µs | {lat['p999']} µs "
+                  f"| {r['errors']} | {server} |")
+with open(md_path, "w") as f:
+    f.write("\n".join(md) + "\n")
