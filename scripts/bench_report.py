@@ -17,6 +17,8 @@ import os
 import re
 import sys
 
+from bench_chart import line_chart
+
 run_dir, md_path, svg_path = sys.argv[1:4]
 
 
@@ -221,38 +223,8 @@ series = {"slidegate log": "log", "slidegate counter": "counter", "log, no auto-
 colors = {"log": "#1f77b4", "counter": "#2ca02c", "lognb": "#9467bd", "naive": "#d62728"}
 levels = [1, 4, 16, 64, 128]
 points = {k: [dps(load(f"sweep-{k}-{c}")) for c in levels] for k in series.values()}
-W, H, L, B, T, R = 640, 360, 70, 40, 30, 160
-top = max(max(v) for v in points.values()) * 1.1
-
-
-def x(i):
-    return L + i * (W - L - R) / (len(levels) - 1)
-
-
-def y(v):
-    return H - B - v / top * (H - B - T)
-
-
-svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-       f'<rect width="{W}" height="{H}" fill="white"/>',
-       f'<text x="{L}" y="18">decisions/s against concurrency (Redis on loopback, 100,000 keys, 100/min)</text>']
-for i in range(6):
-    v = top * i / 5
-    svg.append(f'<line x1="{L}" x2="{W - R}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>')
-    svg.append(f'<text x="{L - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v / 1000:.0f}k</text>')
-for i, c in enumerate(levels):
-    svg.append(f'<text x="{x(i):.1f}" y="{H - B + 16}" text-anchor="middle">{c}</text>')
-svg.append(f'<text x="{(L + W - R) / 2}" y="{H - 6}" text-anchor="middle">concurrent tasks</text>')
-for n, (label, k) in enumerate(series.items()):
-    path = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(points[k]))
-    svg.append(f'<polyline points="{path}" fill="none" stroke="{colors[k]}" stroke-width="2"/>')
-    for i, v in enumerate(points[k]):
-        svg.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3" fill="{colors[k]}"/>')
-    svg.append(f'<rect x="{W - R + 12}" y="{T + 10 + 18 * n}" width="12" height="3" fill="{colors[k]}"/>')
-    svg.append(f'<text x="{W - R + 30}" y="{T + 15 + 18 * n}">{label}</text>')
-svg.append("</svg>")
-with open(svg_path, "w") as f:
-    f.write("\n".join(svg) + "\n")
+line_chart(svg_path, "decisions/s against concurrency (Redis on loopback, 100,000 keys, 100/min)", "concurrent tasks",
+           levels, [(label, colors[k], points[k]) for label, k in series.items()])
 
 redis_version = read("redis-version.txt").split()[2]
 today = datetime.date.today().isoformat()

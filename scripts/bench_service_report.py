@@ -16,6 +16,8 @@ import math
 import os
 import sys
 
+from bench_chart import line_chart
+
 run_dir, md_path, svg_path = sys.argv[1:4]
 ROUNDS = (1, 2, 3)
 MB = 1_000_000
@@ -183,38 +185,9 @@ series = {"slidegate serve (Redis)": "serve", "limitador (Redis)": "limitador", 
 colors = {"serve": "#1f77b4", "limitador": "#d62728", "floor": "#7f7f7f"}
 points = {k: [dps(load(f"rls-sweep-{k}-{c}")) for c in levels] for k in series.values()
           if all(have(f"rls-sweep-{k}-{c}") for c in levels)}
-W, H, L, B, T, R = 640, 360, 70, 40, 30, 190
-top = max(max(v) for v in points.values()) * 1.1
-
-
-def x(i):
-    return L + i * (W - L - R) / (len(levels) - 1)
-
-
-def y(v):
-    return H - B - v / top * (H - B - T)
-
-
-svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-       f'<rect width="{W}" height="{H}" fill="white"/>',
-       f'<text x="{L}" y="18">RLS decisions/s against requests in flight (100,000 keys, 100/min)</text>']
-for i in range(6):
-    v = top * i / 5
-    svg.append(f'<line x1="{L}" x2="{W - R}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>')
-    svg.append(f'<text x="{L - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v / 1000:.0f}k</text>')
-for i, c in enumerate(levels):
-    svg.append(f'<text x="{x(i):.1f}" y="{H - B + 16}" text-anchor="middle">{c}</text>')
-svg.append(f'<text x="{(L + W - R) / 2}" y="{H - 6}" text-anchor="middle">requests in flight (4 HTTP/2 connections)</text>')
-for n, (label, k) in enumerate((label, k) for label, k in series.items() if k in points):
-    line = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(points[k]))
-    svg.append(f'<polyline points="{line}" fill="none" stroke="{colors[k]}" stroke-width="2"/>')
-    for i, v in enumerate(points[k]):
-        svg.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3" fill="{colors[k]}"/>')
-    svg.append(f'<rect x="{W - R + 12}" y="{T + 10 + 18 * n}" width="12" height="3" fill="{colors[k]}"/>')
-    svg.append(f'<text x="{W - R + 30}" y="{T + 15 + 18 * n}">{label}</text>')
-svg.append("</svg>")
-with open(svg_path, "w") as f:
-    f.write("\n".join(svg) + "\n")
+line_chart(svg_path, "RLS decisions/s against requests in flight (100,000 keys, 100/min)",
+           "requests in flight (4 HTTP/2 connections)", levels,
+           [(label, colors[k], points[k]) for label, k in series.items() if k in points], legend=190)
 
 versions = [v for v in (text("limitador-version.txt"), text("nginx-version.txt")) if v]
 md = [
