@@ -305,6 +305,50 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A connection's socket as hyper sees it, without vectored writes. Over
+/// HTTP/2, `h2` then copies DATA payloads of up to 1 KiB into its write
+/// buffer (with vectored writes only up to 256 bytes, and a larger payload
+/// must be written out before the next frame is queued): a JSON answer of
+/// about 500 bytes cost a `writev` per answer, where copied, the answers
+/// of a batch leave together (measured: 1.06 → 0.1 writes per `/v1/check`
+/// over h2c). HTTP/1.1 answers are then copied behind their head: one
+/// write either way.
+struct Unvectored<T>(T);
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for Unvectored<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Unvectored<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
 /// How one accepted connection is served.
 struct Connection<S> {
     service: S,
@@ -361,8 +405,9 @@ async fn accept<M, S, B>(
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(service);
-        let connection = graceful
-            .watch(builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned());
+        let connection = graceful.watch(
+            builder.serve_connection_with_upgrades(Unvectored(TokioIo::new(stream)), service).into_owned(),
+        );
         let mut set = lock(&connections);
         // Finished connections leave the set as new ones come.
         while set.try_join_next().is_some() {}
