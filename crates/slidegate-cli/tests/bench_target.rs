@@ -324,6 +324,46 @@ fn http_check_against_serve_admits_exactly_the_limit_and_shares_it_with_grpc() {
     assert_eq!(outcome(&bench(&args)), (0, 30, 0));
 }
 
+/// The JSON check over HTTP/2 without TLS: the same requests on a few shared
+/// connections, the same exact count as over HTTP/1.1.
+#[test]
+fn h2c_check_against_serve_admits_exactly_the_limit_over_shared_connections() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let service = Service::rules(&rules_file(dir.path()));
+    let h2c = format!("h2c://{}/v1/check", local(service.http));
+    let pid = service.pid().to_string();
+    let mut args = vec![
+        "--target",
+        &h2c,
+        "--domain",
+        "test",
+        "--descriptor",
+        "user=k{key}",
+        "--connections",
+        "2",
+        "--pid",
+        &pid,
+    ];
+    args.extend(EXACT_RUN);
+    let report = bench(&args);
+    assert_eq!(outcome(&report), (15, 15, 0), "5 of each key's 10: {report}");
+    assert_eq!((&report["protocol"], &report["target"]), (&Value::from("h2c"), &Value::from(h2c.clone())));
+    assert_eq!(report["connections"], 2, "{report}");
+    assert_eq!(timeline_requests(&report), 30, "{report}");
+
+    // Over HTTP/1.1 the same keys are used up: one count behind both.
+    let http = format!("http://{}/v1/check", local(service.http));
+    let mut args = vec!["--target", &http, "--domain", "test", "--descriptor", "user=k{key}"];
+    args.extend(EXACT_RUN);
+    assert_eq!(outcome(&bench(&args)), (0, 30, 0));
+
+    // An unknown path is an error counted by its status, not a decision.
+    let missing = format!("h2c://{}/v1/nothing", local(service.http));
+    let report = bench(&["--target", &missing, "--requests", "3", "--concurrency", "1"]);
+    assert_eq!(outcome(&report), (0, 0, 3), "{report}");
+    assert_eq!(report["errors_by_kind"]["404"], 3, "{report}");
+}
+
 #[test]
 fn hits_addend_charges_every_request_that_much() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -473,6 +513,11 @@ fn bad_usage_is_refused_with_the_reason() {
         &["--limit/--window/--algorithm", "not --target"],
     );
     refused(&["--target", "https://127.0.0.1:1/"], &["TLS targets are not supported"]);
+    refused(&["--target", "h2c://127.0.0.1:1/v1/check"], &["cannot connect to h2c://127.0.0.1:1/v1/check"]);
+    refused(
+        &["--target", "h2c://127.0.0.1:1/v1/check", "--descriptor", "user={key}"],
+        &["--descriptor on an http:// or h2c:// target (a JSON check) needs --domain"],
+    );
     refused(
         &["--target", "http://127.0.0.1:1/x", "--connections", "2"],
         &["--connections applies to grpc://"],

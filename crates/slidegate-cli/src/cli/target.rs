@@ -22,6 +22,15 @@ pub enum Target {
         /// The path and query every request asks for.
         path: String,
     },
+    /// An HTTP/2 server without TLS, spoken to with prior knowledge
+    /// (`h2c://HOST:PORT/PATH`): the requests of an http:// target over a
+    /// few shared connections.
+    H2c {
+        /// `HOST:PORT`.
+        authority: String,
+        /// The path and query every request asks for.
+        path: String,
+    },
 }
 
 impl FromStr for Target {
@@ -45,15 +54,21 @@ impl FromStr for Target {
                     Err(format!("`{text}`: a grpc:// target takes no path (the RLS method's path is fixed)"))
                 }
             },
-            Some("http") => {
+            Some(scheme @ ("http" | "h2c")) => {
                 let path = uri.path_and_query().map_or("/", |p| p.as_str());
-                let path = if path.is_empty() { "/" } else { path };
-                Ok(Target::Http { authority, path: path.to_owned() })
+                let path = if path.is_empty() { "/" } else { path }.to_owned();
+                Ok(if scheme == "http" {
+                    Target::Http { authority, path }
+                } else {
+                    Target::H2c { authority, path }
+                })
             }
             Some("https" | "grpcs") => {
                 Err(format!("`{text}`: TLS targets are not supported; drive the service over plain TCP"))
             }
-            _ => Err(format!("`{text}`: the target is grpc://HOST:PORT or http://HOST:PORT/PATH")),
+            _ => Err(format!(
+                "`{text}`: the target is grpc://HOST:PORT, http://HOST:PORT/PATH or h2c://HOST:PORT/PATH"
+            )),
         }
     }
 }
@@ -63,6 +78,7 @@ impl fmt::Display for Target {
         match self {
             Target::Grpc { authority } => write!(f, "grpc://{authority}"),
             Target::Http { authority, path } => write!(f, "http://{authority}{path}"),
+            Target::H2c { authority, path } => write!(f, "h2c://{authority}{path}"),
         }
     }
 }
@@ -73,10 +89,12 @@ impl fmt::Display for Target {
 pub struct TargetArgs {
     /// Drive a running service instead of a limiter in this process:
     /// `grpc://HOST:PORT` for any Envoy RLS v3 server (slidegate serve,
-    /// limitador, envoyproxy/ratelimit), or `http://HOST:PORT/PATH` for
-    /// an HTTP server (slidegate's `/v1/check` when `--descriptor` is
+    /// limitador, envoyproxy/ratelimit), `http://HOST:PORT/PATH` for an
+    /// HTTP/1.1 server (slidegate's `/v1/check` when `--descriptor` is
     /// given: a POST of the JSON check; otherwise a GET, e.g. through a
-    /// gateway). Keys are `0` … `--keys - 1`, written where `{key}`
+    /// gateway), or `h2c://HOST:PORT/PATH` for the same requests over
+    /// HTTP/2 without TLS (prior knowledge, `--connections` shared
+    /// connections). Keys are `0` … `--keys - 1`, written where `{key}`
     /// stands in `--descriptor` and `--header`.
     #[arg(long, value_name = "URL")]
     pub target: Option<Target>,
@@ -102,8 +120,9 @@ pub struct TargetArgs {
     #[arg(long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
 
-    /// HTTP/2 connections the gRPC requests share (round robin by task) [default: 4].
-    /// HTTP/1.1 targets open one connection per task instead.
+    /// HTTP/2 connections the requests of a grpc:// or h2c:// target
+    /// share (round robin by task) [default: 4]. http:// (HTTP/1.1)
+    /// targets open one connection per task instead.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub connections: Option<u64>,
 
@@ -161,11 +180,17 @@ mod tests {
             "http://h:1/a?b=c".parse::<Target>(),
             Ok(Target::Http { authority: "h:1".into(), path: "/a?b=c".into() })
         );
+        assert_eq!(
+            "h2c://127.0.0.1:8080/v1/check".parse::<Target>(),
+            Ok(Target::H2c { authority: "127.0.0.1:8080".into(), path: "/v1/check".into() })
+        );
+        assert_eq!("h2c://h:1/x".parse::<Target>().unwrap().to_string(), "h2c://h:1/x");
         for (bad, says) in [
             ("grpc://127.0.0.1", "port"),
             ("grpc://h:1/x", "no path"),
             ("https://h:443/", "TLS"),
-            ("ftp://h:1/", "grpc://HOST:PORT or"),
+            ("ftp://h:1/", "grpc://HOST:PORT, http"),
+            ("h2c://h/", "port"),
             ("nonsense", "host and a port"),
             ("http://u@h:1/", "user information"),
         ] {

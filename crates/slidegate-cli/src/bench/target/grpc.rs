@@ -7,15 +7,15 @@
 //! stream with one pre-framed message out and one in — the protocol, and
 //! no more (no tower buffer task, no per-call codec setup).
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use http::{HeaderMap, Method, Request, Uri};
 use prost::Message;
-use tokio::net::TcpStream;
 
+use super::link::{Hold, Link, read_body};
 use super::template::EntryTemplate;
 use super::{Answer, Failure};
 
@@ -46,70 +46,9 @@ const CODES: [&str; 17] = [
     "UNAUTHENTICATED",
 ];
 
-/// Opens one HTTP/2 connection to `authority`; its driver runs as a task.
-///
-/// # Errors
-///
-/// The connection or the HTTP/2 handshake failed.
-pub(super) async fn connect(authority: &str) -> anyhow::Result<h2::client::SendRequest<Bytes>> {
-    let stream = TcpStream::connect(authority).await?;
-    stream.set_nodelay(true)?;
-    let (send, connection) = h2::client::Builder::new()
-        // Answers are small; a window this size never stalls them.
-        .initial_window_size(1 << 20)
-        .initial_connection_window_size(8 << 20)
-        .handshake(stream)
-        .await?;
-    tokio::spawn(async move {
-        // Its errors reach the calls on it.
-        let _ = connection.await;
-    });
-    Ok(send)
-}
-
-/// One of the run's HTTP/2 connections, shared by several callers, and
-/// opened again when it breaks (a server restarted mid-run).
-pub(super) struct Link {
-    authority: String,
-    /// The connection and its generation; `None` once it broke.
-    state: tokio::sync::Mutex<Option<(u64, h2::client::SendRequest<Bytes>)>>,
-}
-
-impl Link {
-    /// A link over `send`, already open to `authority`.
-    pub(super) fn new(authority: &str, send: h2::client::SendRequest<Bytes>) -> Link {
-        Link { authority: authority.to_owned(), state: tokio::sync::Mutex::new(Some((0, send))) }
-    }
-
-    /// The connection, opened again if it broke.
-    async fn get(&self) -> Result<(u64, h2::client::SendRequest<Bytes>), Failure> {
-        let mut state = self.state.lock().await;
-        if let Some((generation, send)) = &*state {
-            return Ok((*generation, send.clone()));
-        }
-        let send = connect(&self.authority).await.map_err(|e| Failure::transport(format!("{e:#}")))?;
-        let generation = GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        *state = Some((generation, send.clone()));
-        Ok((generation, send))
-    }
-
-    /// Notes that connection `generation` broke (unless it was replaced already).
-    async fn broken(&self, generation: u64) {
-        let mut state = self.state.lock().await;
-        if matches!(&*state, Some((current, _)) if *current == generation) {
-            *state = None;
-        }
-    }
-}
-
-/// Generations of reopened connections (0 is every first one).
-static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
 /// One task's caller: its connection, and its request written anew per key.
 pub(super) struct GrpcCaller {
-    link: std::sync::Arc<Link>,
-    /// The link's connection as this caller last got it.
-    send: Option<(u64, h2::client::SendRequest<Bytes>)>,
+    link: Hold,
     uri: Uri,
     request: RateLimitRequest,
     descriptors: Vec<Vec<EntryTemplate>>,
@@ -138,8 +77,7 @@ impl GrpcCaller {
             hits_addend,
         };
         Ok(GrpcCaller {
-            link,
-            send: None,
+            link: Hold::new(link),
             uri,
             request,
             descriptors: descriptors.to_vec(),
@@ -170,27 +108,7 @@ impl GrpcCaller {
             .header(http::header::TE, "trailers")
             .body(())
             .map_err(|e| Failure::transport(e.to_string()))?;
-        let (generation, send) = match &self.send {
-            Some(send) => send.clone(),
-            None => self.send.insert(self.link.get().await?).clone(),
-        };
-        let sent = async {
-            let mut send = send.ready().await?;
-            let (response, mut stream) = send.send_request(request, false)?;
-            stream.send_data(body, true)?;
-            response.await
-        };
-        let response = match sent.await {
-            Ok(response) => response,
-            Err(error) => {
-                // A broken connection is opened again for the next call.
-                if error.is_io() || error.is_go_away() || !error.is_remote() {
-                    self.send = None;
-                    self.link.broken(generation).await;
-                }
-                return Err(Failure::from(error));
-            }
-        };
+        let response = self.link.exchange(request, Some(body)).await?;
         let (parts, mut body) = response.into_parts();
         if parts.status != http::StatusCode::OK {
             return Err(Failure::new(format!("HTTP {}", parts.status.as_u16()), "the server answered HTTP"));
@@ -199,15 +117,7 @@ impl GrpcCaller {
         if let Some(failure) = status_failure(&parts.headers) {
             return Err(failure);
         }
-        let mut message = BytesMut::new();
-        while let Some(chunk) = body.data().await {
-            let chunk = chunk.map_err(Failure::from)?;
-            let _ = body.flow_control().release_capacity(chunk.len());
-            if message.len() + chunk.len() > MAX_MESSAGE + 5 {
-                return Err(Failure::transport("the answer is larger than 4 MiB".to_owned()));
-            }
-            message.extend_from_slice(&chunk);
-        }
+        let message = read_body(&mut body, MAX_MESSAGE + 5).await?;
         let trailers = body.trailers().await.map_err(Failure::from)?;
         match trailers.as_ref().and_then(status_failure) {
             Some(failure) => return Err(failure),
@@ -259,12 +169,6 @@ fn percent_decode(text: &[u8]) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-impl From<h2::Error> for Failure {
-    fn from(error: h2::Error) -> Failure {
-        Failure::transport(error.to_string())
-    }
 }
 
 #[cfg(test)]

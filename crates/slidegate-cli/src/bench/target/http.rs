@@ -86,13 +86,7 @@ impl HttpCaller {
                 if !keep {
                     self.stream = None;
                 }
-                if (200..300).contains(&status) {
-                    Ok(Answer::Allowed)
-                } else if status == 429 {
-                    Ok(Answer::Denied)
-                } else {
-                    Err(Failure::new(status.to_string(), &format!("HTTP {status}")))
-                }
+                classify(status)
             }
             Err(error) => {
                 self.stream = None;
@@ -299,8 +293,25 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
+/// An answer's status as a decision: 2xx allowed, 429 denied, anything
+/// else an error counted under its status.
+pub(super) fn classify(status: u16) -> Result<Answer, Failure> {
+    if (200..300).contains(&status) {
+        Ok(Answer::Allowed)
+    } else if status == 429 {
+        Ok(Answer::Denied)
+    } else {
+        Err(Failure::new(status.to_string(), &format!("HTTP {status}")))
+    }
+}
+
 /// The JSON of `/v1/check` for `key`.
-fn check_body(domain: &str, descriptors: &[Vec<EntryTemplate>], hits_addend: Option<u32>, key: u64) -> Bytes {
+pub(super) fn check_body(
+    domain: &str,
+    descriptors: &[Vec<EntryTemplate>],
+    hits_addend: Option<u32>,
+    key: u64,
+) -> Bytes {
     let json = |text: &str| serde_json::to_string(text).unwrap_or_else(|_| "\"\"".to_owned());
     let mut out = format!("{{\"domain\":{},\"descriptors\":[", json(domain));
     let (mut name, mut value) = (String::new(), String::new());

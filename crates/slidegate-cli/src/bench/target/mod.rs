@@ -1,12 +1,14 @@
 //! `slidegate bench --target`: drives a running rate-limit service — any
-//! Envoy RLS v3 server over gRPC, or an HTTP server (slidegate's
-//! `/v1/check`, a gateway) — closed loop (`--concurrency` callers) or open
+//! Envoy RLS v3 server over gRPC, or an HTTP server over HTTP/1.1 or h2c
+//! (slidegate's `/v1/check`, a gateway) — closed loop (`--concurrency` callers) or open
 //! loop (`--rate`), and reports decisions per second, allowed and denied,
 //! latency percentiles, errors by gRPC code or HTTP status, a per-second
 //! timeline, and with `--pid` what the server process spent.
 
 mod grpc;
+mod h2c;
 mod http;
+mod link;
 mod procstat;
 mod report;
 pub(crate) mod template;
@@ -34,6 +36,7 @@ use super::watch::{Watched, progress_bar, watch};
 use crate::cli::target::Target;
 use crate::cli::{BenchArgs, KeyOrder, MAX_BENCH_DURATION};
 use grpc::GrpcCaller;
+use h2c::H2cCaller;
 use http::{HttpCaller, HttpPlan};
 use procstat::CpuSample;
 use template::{parse_descriptor, parse_header};
@@ -105,6 +108,7 @@ struct SecondTally {
 enum Caller {
     Grpc(Box<GrpcCaller>),
     Http(Box<HttpCaller>),
+    H2c(Box<H2cCaller>),
 }
 
 impl Caller {
@@ -112,8 +116,53 @@ impl Caller {
         match self {
             Caller::Grpc(caller) => caller.call(key).await,
             Caller::Http(caller) => caller.call(key).await,
+            Caller::H2c(caller) => caller.call(key).await,
         }
     }
+}
+
+/// Opens `count` HTTP/2 connections to `authority`.
+async fn open_links(authority: &str, count: u64, target: &Target) -> anyhow::Result<Vec<Arc<link::Link>>> {
+    let mut links = Vec::new();
+    for _ in 0..count {
+        let send = link::connect(authority).await.with_context(|| format!("cannot connect to {target}"))?;
+        links.push(Arc::new(link::Link::new(authority, send)));
+    }
+    Ok(links)
+}
+
+/// The connection of task `task`: round robin.
+fn link_of(links: &[Arc<link::Link>], task: u64) -> &Arc<link::Link> {
+    &links[usize::try_from(task % links.len() as u64).unwrap_or(0)]
+}
+
+/// The requests of an http:// or h2c:// target: the JSON check with
+/// descriptors, else a GET with the headers.
+fn http_plan(
+    authority: &str,
+    path: &str,
+    headers: Vec<(::http::HeaderName, template::Template)>,
+    descriptors: Vec<Vec<template::EntryTemplate>>,
+    service: &crate::cli::target::TargetArgs,
+) -> anyhow::Result<HttpPlan> {
+    let check = match (&service.domain, descriptors.is_empty()) {
+        (Some(domain), false) => Some((domain.clone(), descriptors)),
+        (None, false) => bail!("--descriptor on an http:// or h2c:// target (a JSON check) needs --domain"),
+        (Some(_), true) => {
+            bail!("--domain on an http:// or h2c:// target needs --descriptor (the JSON check)")
+        }
+        (None, true) => None,
+    };
+    if check.is_none() && service.hits_addend.is_some() {
+        bail!("--hits-addend on an http:// or h2c:// target needs --descriptor (the JSON check)");
+    }
+    Ok(HttpPlan {
+        authority: authority.to_owned(),
+        path: path.to_owned(),
+        headers,
+        check,
+        hits_addend: service.hits_addend,
+    })
 }
 
 /// Runs `slidegate bench --target` with `args`.
@@ -144,47 +193,41 @@ pub async fn run(target: Target, args: BenchArgs) -> anyhow::Result<()> {
                 bail!("a grpc:// target needs at least one --descriptor, e.g. --descriptor 'user={{key}}'");
             }
             if !headers.is_empty() {
-                bail!("--header applies to http:// targets");
+                bail!("--header applies to http:// and h2c:// targets");
             }
-            let mut links = Vec::new();
-            for _ in 0..connections.min(args.concurrency) {
-                let send =
-                    grpc::connect(authority).await.with_context(|| format!("cannot connect to {target}"))?;
-                links.push(Arc::new(grpc::Link::new(authority, send)));
-            }
+            let links = open_links(authority, connections.min(args.concurrency), &target).await?;
             for task in 0..args.concurrency {
-                let link = Arc::clone(&links[usize::try_from(task % links.len() as u64).unwrap_or(0)]);
-                let caller =
-                    GrpcCaller::new(link, authority, domain, &descriptors, service.hits_addend.unwrap_or(0))?;
+                let caller = GrpcCaller::new(
+                    Arc::clone(link_of(&links, task)),
+                    authority,
+                    domain,
+                    &descriptors,
+                    service.hits_addend.unwrap_or(0),
+                )?;
                 callers.push(Caller::Grpc(Box::new(caller)));
             }
         }
         Target::Http { authority, path } => {
             if service.connections.is_some() {
-                bail!("--connections applies to grpc:// targets: an http:// target opens one per task");
+                bail!(
+                    "--connections applies to grpc:// and h2c:// targets: an http:// target opens one per task"
+                );
             }
-            let check = match (&service.domain, descriptors.is_empty()) {
-                (Some(domain), false) => Some((domain.clone(), descriptors)),
-                (None, false) => bail!("--descriptor on an http:// target (a JSON check) needs --domain"),
-                (Some(_), true) => bail!("--domain on an http:// target needs --descriptor (the JSON check)"),
-                (None, true) => None,
-            };
-            if check.is_none() && service.hits_addend.is_some() {
-                bail!("--hits-addend on an http:// target needs --descriptor (the JSON check)");
-            }
+            let plan = http_plan(authority, path, headers, descriptors, service)?;
             // Fail early, with the reason, if nothing listens there.
             tokio::net::TcpStream::connect(authority)
                 .await
                 .with_context(|| format!("cannot connect to {target}"))?;
-            let plan = HttpPlan {
-                authority: authority.clone(),
-                path: path.clone(),
-                headers,
-                check,
-                hits_addend: service.hits_addend,
-            };
             callers
                 .extend((0..args.concurrency).map(|_| Caller::Http(Box::new(HttpCaller::new(plan.clone())))));
+        }
+        Target::H2c { authority, path } => {
+            let plan = http_plan(authority, path, headers, descriptors, service)?;
+            let links = open_links(authority, connections.min(args.concurrency), &target).await?;
+            for task in 0..args.concurrency {
+                let caller = H2cCaller::new(Arc::clone(link_of(&links, task)), plan.clone())?;
+                callers.push(Caller::H2c(Box::new(caller)));
+            }
         }
     }
     let samples = service.pids.iter().map(|&pid| CpuSample::take(pid)).collect::<anyhow::Result<Vec<_>>>()?;

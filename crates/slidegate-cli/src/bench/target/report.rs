@@ -96,6 +96,7 @@ pub(super) fn build(
     let (protocol, connections) = match target {
         Target::Grpc { .. } => ("grpc", args.service.connections.unwrap_or(4).min(args.concurrency)),
         Target::Http { .. } => ("http", args.concurrency),
+        Target::H2c { .. } => ("h2c", args.service.connections.unwrap_or(4).min(args.concurrency)),
     };
     TargetReport {
         target: target.to_string(),
