@@ -74,10 +74,12 @@ def runs(prefix):
 
 
 serve, limitador, floor, check = runs("rls-serve"), runs("rls-limitador"), runs("rls-floor"), runs("http-check")
+check2 = runs("h2c-check")
+library, layer = runs("cpu-log"), runs("cpu-layer")
 serve_rate = median([dps(r) for r in serve])
 serve_p99 = median([r["latency_us"]["p99"] for r in serve])
 serve_cpu = median([cpu(r) for r in serve])
-errors = sum(r["errors"] for group in (serve, limitador or [], floor, check) for r in group)
+errors = sum(r["errors"] for group in (serve, limitador or [], floor, check, check2 or []) for r in group)
 
 # 1. RLS on Redis against limitador on the same Redis.
 what1 = "RLS on Redis, 64 in flight: decisions/s against limitador-server on the same Redis (medians of 3 rounds)"
@@ -101,10 +103,24 @@ target(2, "RLS through `serve` on Redis against a do-nothing tonic RLS server (t
        serve_rate / floor_rate, ">=", 0.7)
 rows.append((2, "CPU per decision of the server process (/proc, medians)", f"serve {serve_cpu:.1f} µs",
              f"floor {floor_cpu:.1f} µs{lim_cpu}", "reported", None))
+if library and layer:
+    lib_rate, layer_rate = median([dps(r) for r in library]), median([dps(r) for r in layer])
+    rows.append((2, "RLS through `serve` against the in-process library on the same Redis (`Limiter::check` and the "
+                 "tower layer, same keys and limit, 64 in flight; scripts/bench's cpu-log and cpu-layer runs, medians)",
+                 f"serve {serve_rate:,.0f}/s",
+                 f"`Limiter::check` {lib_rate:,.0f}/s; tower layer {layer_rate:,.0f}/s",
+                 f"reported: serve is {serve_rate / lib_rate:.2f}× the library", None))
 
 # 3. HTTP /v1/check against RLS.
 check_rate = median([dps(r) for r in check])
-target(3, "HTTP `/v1/check` (JSON, HTTP/1.1 keep-alive, 64 connections) against RLS on the same serve (medians)",
+if check2:
+    check2_rate = median([dps(r) for r in check2])
+    target(3, "HTTP `/v1/check` over HTTP/2 without TLS (h2c, 4 connections: RLS's transport) against RLS on the "
+           "same serve (medians)",
+           f"{check2_rate:,.0f}/s ({listed(dps(r) for r in check2)}); serve {median([cpu(r) for r in check2]):.1f} µs "
+           "CPU per decision", f"RLS {serve_rate:,.0f}/s", check2_rate / serve_rate, ">=", 0.8)
+target(3, "HTTP `/v1/check` over HTTP/1.1 keep-alive (64 connections, one request in flight on each: a read and a "
+       "write per request on each side) against RLS on the same serve (medians)",
        f"{check_rate:,.0f}/s ({listed(dps(r) for r in check)}); serve {median([cpu(r) for r in check]):.1f} µs CPU per decision",
        f"RLS {serve_rate:,.0f}/s", check_rate / serve_rate, ">=", 0.8)
 
@@ -223,7 +239,7 @@ md += ["", "Runs of this section (each command as executed; `$REDIS` is the run'
        "| run | command | decisions/s | p50 | p99 | p99.9 | errors | server CPU/decision |", "|---|---|---|---|---|---|---|---|"]
 for name, command in executed.items():
     if not have(name) or not any(name.startswith(p) for p in
-                                 ("rls-serve", "rls-limitador", "rls-floor", "http-check", "reload", "match-",
+                                 ("rls-serve", "rls-limitador", "rls-floor", "http-check", "h2c-check", "reload", "match-",
                                   "attack-serve", "memory-1m", "memory-more", "gw")):
         continue
     r = load(name)
