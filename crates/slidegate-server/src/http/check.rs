@@ -87,7 +87,8 @@ async fn answer(app: AppState, body: &[u8], mode: Mode) -> Response {
     match outcome {
         Ok(answer) => {
             let status = if answer.code == Code::Ok { StatusCode::OK } else { StatusCode::TOO_MANY_REQUESTS };
-            json_answer(status, headers_of(&answer, app.families), &view(&answer))
+            let headers = headers_of(&answer, app.families);
+            (status, headers, axum::Json(view(&answer))).into_response()
         }
         Err(error) => super::check_error(&error),
     }
@@ -122,38 +123,15 @@ struct LimitRef<'a> {
     shadow_mode: bool,
 }
 
-/// A limit's status: its [`LimitRef`] fields, then how it decided (written
-/// out rather than `#[serde(flatten)]`, which serialises through a map).
 #[derive(Debug, Serialize)]
 struct LimitView<'a> {
-    name: Option<&'a str>,
-    requests_per_unit: u32,
-    window_ms: u64,
-    unit: Option<&'static str>,
-    algorithm: &'static str,
-    shadow_mode: bool,
+    #[serde(flatten)]
+    limit: LimitRef<'a>,
     allowed: bool,
     state: &'static str,
     remaining: u32,
     retry_after_ms: u64,
     reset_after_ms: u64,
-}
-
-/// `status`, `headers` and `body` as JSON: one buffer sized for a typical
-/// answer, the quota headers' map used as the response's own.
-fn json_answer(status: StatusCode, headers: http::HeaderMap, body: &impl Serialize) -> Response {
-    let mut json = Vec::with_capacity(512);
-    if let Err(e) = serde_json::to_writer(&mut json, body) {
-        tracing::error!(target: "slidegate", error = %e, "cannot write the answer");
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    }
-    let mut response = Response::new(axum::body::Body::from(json));
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
-        .headers_mut()
-        .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-    response
 }
 
 fn ms(d: Duration) -> u64 {
@@ -188,15 +166,8 @@ fn limit_ref(limit: &Limit) -> LimitRef<'_> {
 }
 
 fn limit_view(status: &LimitStatus) -> LimitView<'_> {
-    let LimitRef { name, requests_per_unit, window_ms, unit, algorithm, shadow_mode } =
-        limit_ref(&status.limit);
     LimitView {
-        name,
-        requests_per_unit,
-        window_ms,
-        unit,
-        algorithm,
-        shadow_mode,
+        limit: limit_ref(&status.limit),
         allowed: status.allowed,
         state: state_name(status.state),
         remaining: status.remaining,

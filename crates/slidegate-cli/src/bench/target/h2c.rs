@@ -9,10 +9,11 @@ use std::sync::Arc;
 use http::{HeaderValue, Method, Request, Uri};
 
 use super::http::{HttpPlan, check_body, classify};
-use super::link::{Hold, Link, read_body};
+use super::link::{Hold, Link, receive};
 use super::{Answer, Failure};
 
-/// The most answer body bytes read (the answer is only counted).
+/// The most answer body bytes read (the answer is only counted: its body
+/// is drained, not kept).
 const MAX_BODY: usize = 4 << 20;
 
 /// One task's caller.
@@ -41,22 +42,21 @@ impl H2cCaller {
             .check
             .as_ref()
             .map(|(domain, descriptors)| check_body(domain, descriptors, plan.hits_addend, key));
-        let mut request = Request::builder()
-            .method(if body.is_some() { Method::POST } else { Method::GET })
-            .uri(self.uri.clone());
+        let mut request = Request::builder().uri(self.uri.clone());
+        request = match body {
+            Some(_) => request.method(Method::POST).header(http::header::CONTENT_TYPE, "application/json"),
+            None => request.method(Method::GET),
+        };
         for (name, value) in &plan.headers {
             value.write(key, &mut self.scratch);
             let value = HeaderValue::from_str(&self.scratch)
                 .map_err(|e| Failure::transport(format!("header {name}: {e}")))?;
             request = request.header(name, value);
         }
-        if body.is_some() {
-            request = request.header(http::header::CONTENT_TYPE, "application/json");
-        }
         let request = request.body(()).map_err(|e| Failure::transport(e.to_string()))?;
         let response = self.link.exchange(request, body).await?;
         let (parts, mut body) = response.into_parts();
-        read_body(&mut body, MAX_BODY).await?;
+        receive(&mut body, MAX_BODY, |_| {}).await?;
         classify(parts.status.as_u16())
     }
 }

@@ -120,15 +120,28 @@ impl Hold {
 /// window back as it goes.
 pub(super) async fn read_body(body: &mut RecvStream, max: usize) -> Result<BytesMut, Failure> {
     let mut out = BytesMut::new();
+    receive(body, max, |chunk| out.extend_from_slice(chunk)).await?;
+    Ok(out)
+}
+
+/// Reads `body` to its end (at most `max` bytes), handing each chunk to
+/// `take` and giving its flow-control window back.
+pub(super) async fn receive(
+    body: &mut RecvStream,
+    max: usize,
+    mut take: impl FnMut(&[u8]),
+) -> Result<(), Failure> {
+    let mut received = 0;
     while let Some(chunk) = body.data().await {
         let chunk = chunk.map_err(Failure::from)?;
         let _ = body.flow_control().release_capacity(chunk.len());
-        if out.len() + chunk.len() > max {
+        received += chunk.len();
+        if received > max {
             return Err(Failure::transport(format!("the answer is larger than {max} bytes")));
         }
-        out.extend_from_slice(&chunk);
+        take(&chunk);
     }
-    Ok(out)
+    Ok(())
 }
 
 impl From<h2::Error> for Failure {
