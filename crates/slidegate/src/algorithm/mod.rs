@@ -20,6 +20,7 @@
 //! assert_eq!(denied.retry_after.as_millis(), 980);
 //! ```
 
+mod entries;
 mod fixed_window;
 mod gcra;
 mod sliding_counter;

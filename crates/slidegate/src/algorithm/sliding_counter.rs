@@ -1,8 +1,8 @@
 //! The bucketed sliding counter.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::entries::Entries;
 use crate::{Algorithm, Decision, Rule};
 
 /// State of a sliding counter: per-bucket counts, oldest bucket first.
@@ -16,7 +16,7 @@ use crate::{Algorithm, Decision, Rule};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlidingCounter {
     /// `(bucket index, count)`, sorted by index.
-    buckets: VecDeque<(i64, u32)>,
+    buckets: Entries<i64>,
     total: u64,
 }
 
@@ -67,7 +67,7 @@ impl SlidingCounter {
     /// still counted.
     fn prune(&mut self, rule: &Rule, now: u64) -> u64 {
         let first = bucket_of(rule, i128::from(now) - i128::from(rule.window_ms()) + 1);
-        while let Some(&(idx, count)) = self.buckets.front() {
+        while let Some((idx, count)) = self.buckets.front() {
             if idx >= first {
                 break;
             }
@@ -97,7 +97,7 @@ impl SlidingCounter {
         let excess = used + u64::from(cost) - limit;
         let mut freed = 0u64;
         let mut retry_at = i128::from(now);
-        for &(idx, count) in &self.buckets {
+        for (idx, count) in self.buckets.iter() {
             freed += u64::from(count);
             if freed >= excess {
                 retry_at = drop_time(rule, idx);
@@ -120,10 +120,10 @@ impl SlidingCounter {
         }
         let cur = bucket_of(rule, i128::from(now));
         // Sorted by index, also when the clock steps back.
-        let at = self.buckets.partition_point(|&(idx, _)| idx < cur);
-        match self.buckets.get_mut(at) {
-            Some((idx, count)) if *idx == cur => *count += cost,
-            _ => self.buckets.insert(at, (cur, cost)),
+        let at = self.buckets.partition_point(|&idx| idx < cur);
+        match self.buckets.get(at) {
+            Some((idx, _)) if idx == cur => self.buckets.add_cost(at, cost),
+            _ => self.buckets.insert(at, cur, cost),
         }
         self.total += u64::from(cost);
         let remaining = (u64::from(rule.limit()) - self.total) as u32;
@@ -136,7 +136,7 @@ impl SlidingCounter {
 
     /// When the newest bucket stops counting (0 when empty).
     pub fn expires_at(&self, rule: &Rule) -> i128 {
-        self.buckets.back().map_or(0, |&(idx, _)| drop_time(rule, idx))
+        self.buckets.back().map_or(0, |(idx, _)| drop_time(rule, idx))
     }
 }
 

@@ -1,8 +1,8 @@
 //! The exact sliding log.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::entries::Entries;
 use crate::{Decision, Rule};
 
 /// State of an exact sliding log: every admitted request with its time and
@@ -14,7 +14,7 @@ use crate::{Decision, Rule};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlidingLog {
     /// `(time ms, cost)`, sorted by time.
-    entries: VecDeque<(u64, u32)>,
+    entries: Entries<u64>,
     /// Sum of the costs in `entries`.
     total: u64,
 }
@@ -26,7 +26,7 @@ impl SlidingLog {
     }
 
     fn prune(&mut self, window: u64, now: u64) {
-        while let Some(&(ts, cost)) = self.entries.front() {
+        while let Some((ts, cost)) = self.entries.front() {
             if ts.saturating_add(window) > now {
                 break;
             }
@@ -55,7 +55,7 @@ impl SlidingLog {
         let excess = used + u64::from(cost) - limit;
         let mut freed = 0u64;
         let mut retry_at = now;
-        for &(ts, c) in &self.entries {
+        for (ts, c) in self.entries.iter() {
             freed += u64::from(c);
             if freed >= excess {
                 retry_at = ts.saturating_add(window);
@@ -78,8 +78,8 @@ impl SlidingLog {
             return self.limited(rule, now, cost);
         }
         // Keep the log sorted even when the clock steps back.
-        let at = self.entries.partition_point(|&(ts, _)| ts <= now);
-        self.entries.insert(at, (now, cost));
+        let at = self.entries.partition_point(|&ts| ts <= now);
+        self.entries.insert(at, now, cost);
         self.total += u64::from(cost);
         let remaining = (limit - self.total) as u32;
         Decision::allowed(rule.limit(), remaining, self.reset_after(window, now))
@@ -91,7 +91,7 @@ impl SlidingLog {
 
     /// When the last recorded charge leaves the window (0 when empty).
     pub fn expires_at(&self, window: u64) -> u64 {
-        self.entries.back().map_or(0, |&(ts, _)| ts.saturating_add(window))
+        self.entries.back().map_or(0, |(ts, _)| ts.saturating_add(window))
     }
 
     /// Cost recorded at or before pruning time (for inspection and tests).

@@ -8,12 +8,14 @@
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
+use crate::rule::StatePrefix;
+
 /// Identities up to this many bytes live in the slot itself.
 const INLINE: usize = 22;
 
 /// One key of the store.
 pub(super) struct Key {
-    prefix: Arc<str>,
+    prefix: StatePrefix,
     identity: Identity,
 }
 
@@ -44,14 +46,14 @@ impl Identity {
 }
 
 impl Key {
-    pub(super) fn new(prefix: &Arc<str>, identity: &str) -> Key {
+    pub(super) fn new(prefix: &StatePrefix, identity: &str) -> Key {
         Key { prefix: Arc::clone(prefix), identity: Identity::new(identity) }
     }
 
     /// Whether this is the key of `identity` under `prefix`. The prefix is
     /// almost always the very same allocation (a rule and its clones share
     /// it); rules built separately with equal prefixes share state too.
-    pub(super) fn is(&self, prefix: &Arc<str>, identity: &str) -> bool {
+    pub(super) fn is(&self, prefix: &StatePrefix, identity: &str) -> bool {
         self.identity.as_bytes() == identity.as_bytes()
             && (Arc::ptr_eq(&self.prefix, prefix) || *self.prefix == **prefix)
     }
@@ -83,9 +85,9 @@ mod tests {
     #[test]
     fn short_identities_inline_long_ones_boxed_both_compare_and_hash_alike() {
         let hasher = foldhash::fast::RandomState::default();
-        let prefix: Arc<str> = "100-60000:log:".into();
-        let twin: Arc<str> = "100-60000:log:".into();
-        let other: Arc<str> = "100-60000:gcra:".into();
+        let prefix: StatePrefix = Arc::new("100-60000:log:".into());
+        let twin: StatePrefix = Arc::new("100-60000:log:".into());
+        let other: StatePrefix = Arc::new("100-60000:gcra:".into());
         for identity in
             ["u", "k".repeat(INLINE).as_str(), "k".repeat(INLINE + 1).as_str(), "é".repeat(64).as_str()]
         {
@@ -97,6 +99,6 @@ mod tests {
             assert_eq!(key.hash(&hasher), hash(&hasher, &twin, identity.as_bytes()));
             assert_eq!(key.text(), format!("{prefix}{identity}"));
         }
-        assert!(std::mem::size_of::<Key>() <= 40);
+        assert_eq!(std::mem::size_of::<Key>(), 32);
     }
 }

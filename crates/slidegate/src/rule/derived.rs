@@ -15,7 +15,7 @@ pub(super) struct DerivedStrings {
     pub(super) state_name: std::sync::Arc<str>,
     /// `<state name>:<state part>:`; shared, so the memory store's keys
     /// can hold it without a copy each.
-    pub(super) state_prefix: std::sync::Arc<str>,
+    pub(super) state_prefix: super::StatePrefix,
     /// The rule's metric keys, labelled with its state name.
     pub(super) metric_keys: std::sync::Arc<RuleKeys>,
 }
@@ -51,7 +51,8 @@ impl Rule {
             self.write_state_part(&mut state_prefix);
             state_prefix.push(':');
             let metric_keys = std::sync::Arc::new(RuleKeys::new(&state_name));
-            DerivedStrings { state_name, state_prefix: state_prefix.into(), metric_keys }
+            let state_prefix = std::sync::Arc::new(state_prefix.into_boxed_str());
+            DerivedStrings { state_name, state_prefix, metric_keys }
         })
     }
 

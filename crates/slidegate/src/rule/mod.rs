@@ -12,6 +12,10 @@ mod derived;
 
 use derived::{Derived, push_u64};
 
+/// A rule's state prefix as its keys in the memory store hold it: shared,
+/// and one word wide (an `Arc<str>` would take two in every key).
+pub(crate) type StatePrefix = std::sync::Arc<Box<str>>;
+
 /// How a rule counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -317,7 +321,7 @@ impl Rule {
     }
 
     /// `<state name>:<state part>:` (built once per rule, shared by its clones).
-    pub(crate) fn state_prefix(&self) -> &std::sync::Arc<str> {
+    pub(crate) fn state_prefix(&self) -> &StatePrefix {
         &self.derived().state_prefix
     }
 

@@ -113,5 +113,5 @@ fn state_names_and_parts_spell_numbers_in_decimal() {
     let fixed =
         Rule::new(1, Duration::from_millis(1)).unwrap().with_algorithm(Algorithm::FixedWindow).unwrap();
     assert_eq!(fixed.state_part(), "f1");
-    assert_eq!(&**fixed.state_prefix(), "1/1ms:f1:");
+    assert_eq!(&***fixed.state_prefix(), "1/1ms:f1:");
 }
