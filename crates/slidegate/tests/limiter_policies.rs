@@ -257,3 +257,92 @@ fn degraded_decisions_and_transitions_are_counted() {
     assert_eq!(sum("slidegate_breaker_transitions_total", &[("to", "open")]), 1);
     assert!(snapshot.iter().any(|(key, ..)| key.key().name() == "slidegate_store_duration_seconds"));
 }
+
+/// What a `tracing` subscriber writes, kept for the test to read.
+#[derive(Clone, Default)]
+struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Log {
+    fn lines(&self, containing: &str) -> Vec<String> {
+        let bytes = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        String::from_utf8_lossy(&bytes).lines().filter(|l| l.contains(containing)).map(String::from).collect()
+    }
+}
+
+/// Runs `body` on a current-thread runtime with a subscriber writing to
+/// the returned log.
+fn logged<T>(body: impl std::future::Future<Output = T>) -> (T, Log) {
+    let log = Log::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    (tracing::subscriber::with_default(subscriber, || runtime.block_on(body)), log)
+}
+
+/// A flood of new identities into a full store with a full fallback: the
+/// policy admits every request (degraded), and the warning is logged once
+/// per interval with the count held back, not once per request.
+#[test]
+fn a_full_fallback_warns_once_per_interval_not_once_per_request() {
+    let clock = ManualClock::new(1_000_000);
+    let full = || MemoryStore::builder().max_keys(1).shards(1).clock(clock.clone()).build();
+    let limiter = Limiter::builder(full())
+        .failure_policy(FailurePolicy::Fallback)
+        .fallback_store(full())
+        .clock(clock.clone())
+        .build();
+    let hour = slidegate::Rule::new(100, Duration::from_secs(3600)).expect("a rule");
+    let (states, log) = logged(async {
+        let mut states = Vec::new();
+        for i in 0..1_000 {
+            let decision = limiter.check(&hour, &format!("id{i}")).await.expect("the policy answers");
+            assert!(decision.allowed, "request {i}");
+            states.push(decision.state);
+        }
+        clock.advance(Duration::from_secs(10));
+        states.push(limiter.check(&hour, "one more").await.expect("the policy answers").state);
+        states
+    });
+    assert_eq!(states[..2], [State::Allowed, State::Degraded], "one key in the store, one in the fallback");
+    assert!(states[2..].iter().all(|s| *s == State::Degraded));
+    let fallback = log.lines("fallback store failed");
+    assert_eq!(fallback.len(), 2, "{fallback:?}");
+    assert!(fallback[0].contains("held_back=0") && fallback[1].contains("held_back=997"), "{fallback:?}");
+    assert!(fallback[0].contains("memory store holds its maximum of 1 keys"), "{fallback:?}");
+}
+
+/// A remote store failing every call, without a breaker to stop the calls:
+/// one warning per interval too.
+#[test]
+fn a_failing_store_warns_once_per_interval_not_once_per_call() {
+    let clock = ManualClock::new(1_000_000);
+    let remote = support::Remote::new(&clock);
+    let limiter = Limiter::builder(remote.clone())
+        .failure_policy(FailurePolicy::FailClosed)
+        .no_breaker()
+        .clock(clock.clone())
+        .build();
+    remote.set(FAIL);
+    let ((), log) = logged(async {
+        for _ in 0..500 {
+            assert!(!limiter.check(&rule(5), "k").await.expect("the policy answers").allowed);
+        }
+        clock.advance(Duration::from_secs(10));
+        assert!(!limiter.check(&rule(5), "k").await.expect("the policy answers").allowed);
+    });
+    assert_eq!(remote.calls(), 501, "every call was made");
+    let warned = log.lines("store failed; answering by failure policy");
+    assert_eq!(warned.len(), 2, "{warned:?}");
+    assert!(warned[0].contains("held_back=0") && warned[1].contains("held_back=499"), "{warned:?}");
+    assert!(warned[0].contains("policy=fail_closed"), "{warned:?}");
+}

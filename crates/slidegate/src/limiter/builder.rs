@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::scaling::Adaptive;
+use super::throttle::Throttle;
 use super::{Inner, Limiter};
 use crate::adaptive::{AdaptiveConfig, Signals, SystemSignals};
 use crate::breaker::Breaker;
@@ -168,6 +169,8 @@ impl<S: Store> LimiterBuilder<S> {
                 clock: self.clock,
                 enabled: AtomicBool::new(true),
                 adaptive,
+                store_failed: Throttle::default(),
+                fallback_failed: Throttle::default(),
             }),
         }
     }

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::Inner;
+use super::throttle::WARN_EVERY_MS;
 use crate::breaker::{Admission, Breaker};
 use crate::failure::{self, Reason};
 use crate::store::{Dimensions, Request};
@@ -89,7 +90,16 @@ impl<S: Store> Inner<S> {
                 if let Some(breaker) = &self.breaker {
                     breaker.on_failure(probe, self.clock.now_ms());
                 }
-                tracing::warn!(target: "slidegate", %error, policy = %self.policy, "store failed; answering by failure policy");
+                if let Some(held_back) = self.store_failed.pass(self.clock.now_ms(), WARN_EVERY_MS) {
+                    tracing::warn!(
+                        target: "slidegate",
+                        %error,
+                        policy = %self.policy,
+                        held_back,
+                        "store failed; answering by failure policy (logged at most every 10 s; held_back counts \
+                         the failures not logged since the last line)"
+                    );
+                }
                 Outcome::Failed(Reason::of(&error))
             }
         }
@@ -165,7 +175,15 @@ impl<S: Store> Inner<S> {
     /// The fallback store is full too: the policy's intent is to keep
     /// serving, so admit (degraded, counted, logged).
     fn fallback_failed(&self, error: &Error, rule: &Rule, cost: u32) -> Decision {
-        tracing::warn!(target: "slidegate", %error, "fallback store failed; admitting");
+        if let Some(held_back) = self.fallback_failed.pass(self.clock.now_ms(), WARN_EVERY_MS) {
+            tracing::warn!(
+                target: "slidegate",
+                %error,
+                held_back,
+                "fallback store failed; admitting (logged at most every 10 s; held_back counts the failures \
+                 not logged since the last line)"
+            );
+        }
         failure::fixed_answer(FailurePolicy::FailOpen, rule.limit(), cost, Duration::ZERO)
     }
 

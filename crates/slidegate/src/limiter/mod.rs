@@ -6,6 +6,7 @@ mod builder;
 mod guard;
 mod pipeline;
 mod scaling;
+mod throttle;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +15,7 @@ use std::time::Duration;
 pub use builder::LimiterBuilder;
 
 use scaling::{Adaptive, Scaling};
+use throttle::Throttle;
 
 use crate::breaker::Breaker;
 use crate::deny_cache::DenyCache;
@@ -97,6 +99,10 @@ struct Inner<S> {
     enabled: AtomicBool,
     /// Scales the limits, when adaptive limits are on.
     adaptive: Option<Adaptive>,
+    /// Gates the warning of a failed store call.
+    store_failed: Throttle,
+    /// Gates the warning of a full fallback store.
+    fallback_failed: Throttle,
 }
 
 impl<S> Inner<S> {
