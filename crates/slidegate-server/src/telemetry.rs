@@ -131,8 +131,9 @@ pub(crate) fn reload(ok: bool) {
 }
 
 /// Records a gateway request's outcome and the time to its response head.
-pub(crate) fn gateway_request(route: &str, outcome: &'static str, started: Instant) {
-    let route = route.to_owned();
+///
+/// `route` is shared (`Arc<str>` or a static name): no copy per request.
+pub(crate) fn gateway_request(route: metrics::SharedString, outcome: &'static str, started: Instant) {
     metrics::counter!("slidegate_gateway_requests_total", "route" => route.clone(), "outcome" => outcome)
         .increment(1);
     metrics::histogram!("slidegate_gateway_request_duration_seconds", "route" => route)

@@ -945,8 +945,12 @@ routes:
 "#;
     let gateway = gateway(&fill(yaml, &[("NOBODY", nobody), ("GOOD", good.addr)])).await;
     for i in 0..6 {
-        let seen = echo("GET", &gateway.url(&format!("/x/{i}")), &[]).await;
+        let trace = format!("t{i}");
+        let seen = echo("GET", &gateway.url(&format!("/x/{i}")), &[("x-trace", &trace)]).await;
         assert_eq!(seen["upstream"], "good");
+        // The retried request carries the whole head too.
+        assert_eq!(received_one(&seen, "x-trace"), trace, "{seen}");
+        assert_eq!(received_one(&seen, "x-forwarded-for"), "127.0.0.1", "{seen}");
     }
     assert_eq!(good.hits(), 6);
     // The first request tried the down one (round robin starts there) and

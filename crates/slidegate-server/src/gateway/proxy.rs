@@ -137,15 +137,18 @@ impl Target {
 
     /// The upstreams to try, in turn: those not skipped first (round
     /// robin), then the skipped ones (better a try than certain failure).
-    fn order(&self) -> Vec<usize> {
+    /// Taken once, at the start: an upstream marked down while this
+    /// request tries them is not tried again.
+    fn order(&self) -> std::vec::IntoIter<usize> {
         let n = self.upstreams.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed) % n.max(1);
         let now = self.now_ms();
-        let (mut up, down): (Vec<usize>, Vec<usize>) = (0..n)
-            .map(|i| (start + i) % n)
-            .partition(|&i| self.upstreams[i].down_until_ms.load(Ordering::Relaxed) <= now);
-        up.extend(down);
-        up
+        let turn = || (0..n).map(|i| (start + i) % n);
+        let up = |i: &usize| self.upstreams[*i].down_until_ms.load(Ordering::Relaxed) <= now;
+        let mut order = Vec::with_capacity(n);
+        order.extend(turn().filter(up));
+        order.extend(turn().filter(|i| !up(i)));
+        order.into_iter()
     }
 
     fn mark_down(&self, index: usize) {
@@ -223,13 +226,23 @@ pub(crate) fn request_host(request: &Request<Incoming>) -> Option<&str> {
     }
 }
 
+/// [`request_host`] as a header value: the `Host` header's own (a count
+/// raised, not a copy), or the authority's.
+fn request_host_value(request: &Request<Incoming>) -> Option<HeaderValue> {
+    match request.uri().authority() {
+        Some(authority) => HeaderValue::from_str(authority.as_str()).ok(),
+        None => request.headers().get(HOST).filter(|h| h.to_str().is_ok()).cloned(),
+    }
+}
+
 async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<GatewayBody> {
     let peer = request.extensions().get::<SocketAddr>().copied();
     let upgrade = is_upgrade(request.headers());
     // The client's side of a protocol switch, taken before the request
     // is sent on.
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
-    let host = request_host(&request).map(str::to_owned);
+    // A shared copy (its bytes are the request's): the headers change below.
+    let host = request_host_value(&request);
     let (mut parts, body) = request.into_parts();
     let tunnels = parts.extensions.remove::<TunnelHome>();
     if let Some(Deciding(started)) = parts.extensions.remove::<Deciding>() {
@@ -240,13 +253,11 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
     remove_hop_by_hop(&mut headers, upgrade);
     if let Some(peer) = peer {
         let trusted = target.trust.trusts(peer.ip());
-        set_forwarding(&mut headers, peer, trusted, host.as_deref());
+        set_forwarding(&mut headers, peer, trusted, host.as_ref().and_then(|h| h.to_str().ok()));
     }
-    match (&host, target.preserve_host && !target.http2) {
-        (Some(host), true) => {
-            if let Ok(value) = HeaderValue::from_str(host) {
-                headers.insert(HOST, value);
-            }
+    match host {
+        Some(host) if target.preserve_host && !target.http2 => {
+            headers.insert(HOST, host);
         }
         // The client sets the upstream's own host.
         _ => {
@@ -258,7 +269,8 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
     let resendable = body.is_none();
     let version = if target.http2 { Version::HTTP_2 } else { Version::HTTP_11 };
     let mut failure = None;
-    for index in target.order() {
+    let mut order = target.order().peekable();
+    while let Some(index) = order.next() {
         let Some(uri) = target.upstream_uri(index, &parts.uri) else {
             return plain(StatusCode::BAD_REQUEST, "the request path cannot be forwarded\n");
         };
@@ -272,7 +284,9 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
         *upstream_request.method_mut() = parts.method.clone();
         *upstream_request.uri_mut() = uri;
         *upstream_request.version_mut() = version;
-        *upstream_request.headers_mut() = headers.clone();
+        // Copied only when another upstream may be tried after this one.
+        *upstream_request.headers_mut() =
+            if resendable && order.peek().is_some() { headers.clone() } else { std::mem::take(&mut headers) };
         match answer(target, upstream_request, sending).await {
             Ok(Ok(response)) => return respond(response, client_upgrade.zip(tunnels)),
             Ok(Err(error)) if error.is_connect() => {
@@ -356,20 +370,22 @@ struct Sending {
 pub(crate) struct Upload {
     body: Either<Incoming, Empty<Bytes>>,
     sent: Option<oneshot::Sender<()>>,
-    progress: Arc<AtomicU64>,
+    /// `None` for a request without a body (nothing to follow, nothing
+    /// allocated).
+    progress: Option<Arc<AtomicU64>>,
 }
 
 impl Upload {
     /// The body, and what tells how far it has come (`None` when there is
     /// nothing to send).
     fn new(body: Either<Incoming, Empty<Bytes>>) -> (Upload, Option<Sending>) {
-        let progress = Arc::new(AtomicU64::new(0));
         if body.is_end_stream() {
-            return (Upload { body, sent: None, progress }, None);
+            return (Upload { body, sent: None, progress: None }, None);
         }
+        let progress = Arc::new(AtomicU64::new(0));
         let (sender, sent) = oneshot::channel();
         let sending = Sending { sent, progress: Arc::clone(&progress) };
-        (Upload { body, sent: Some(sender), progress }, Some(sending))
+        (Upload { body, sent: Some(sender), progress: Some(progress) }, Some(sending))
     }
 }
 
@@ -383,8 +399,8 @@ impl http_body::Body for Upload {
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.body).poll_frame(cx);
-        if let Poll::Ready(Some(_)) = &polled {
-            this.progress.fetch_add(1, Ordering::Relaxed);
+        if let (Poll::Ready(Some(_)), Some(progress)) = (&polled, &this.progress) {
+            progress.fetch_add(1, Ordering::Relaxed);
         }
         if (matches!(polled, Poll::Ready(None)) || this.body.is_end_stream())
             && let Some(sent) = this.sent.take()
