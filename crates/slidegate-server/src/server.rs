@@ -12,6 +12,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use slidegate::telemetry::LogThrottle;
 use slidegate::{FailurePolicy, Limiter};
 use slidegate_tower::headers::Families;
 use tokio::net::TcpListener;
@@ -385,14 +386,24 @@ async fn accept<M, S, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let graceful = GracefulShutdown::new();
+    let (accept_failed, started) = (LogThrottle::new(), std::time::Instant::now());
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
                     // Out of descriptors or a connection reset before it
-                    // was accepted: keep serving the others.
-                    tracing::warn!(target: "slidegate", %error, "accept failed");
+                    // was accepted: keep serving the others (and say so
+                    // once per interval, not a hundred times a second).
+                    let now = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    if let Some(held_back) = accept_failed.pass(now, LogThrottle::EVERY_MS) {
+                        tracing::warn!(
+                            target: "slidegate",
+                            %error,
+                            held_back,
+                            "accept failed (logged at most every 10 s; held_back counts the others since the last line)"
+                        );
+                    }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }

@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 
 use http::request::Parts;
 use http::{Request, Response};
+use slidegate::telemetry::LogThrottle;
 use slidegate::{Decision, ErrorKind, MultiDecision, Rule, State, Store};
 use tower_service::Service;
 
@@ -157,6 +158,15 @@ enum Verdict<B> {
     Answer(Response<B>),
 }
 
+/// Gates the warning of requests whose cost no rule admits.
+static NEVER_ADMITTED: LogThrottle = LogThrottle::new();
+
+/// Milliseconds since this process first asked (the warning gate's clock).
+fn process_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    u64::try_from(EPOCH.get_or_init(std::time::Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 fn verdict<S, B: LimitedBody>(
     config: &Config<S>,
     dimensions: &[(&Rule, &str)],
@@ -167,7 +177,17 @@ fn verdict<S, B: LimitedBody>(
         Ok(multi) => multi,
         Err(error) if error.kind() == ErrorKind::InvalidCost => {
             // A cost some rule can never admit: waiting would not help.
-            tracing::warn!(target: "slidegate", %error, "request cannot be admitted");
+            // The cost may come from the request: a client sending such
+            // requests gets one line per interval, not one per request.
+            if let Some(held_back) = NEVER_ADMITTED.pass(process_ms(), LogThrottle::EVERY_MS) {
+                tracing::warn!(
+                    target: "slidegate",
+                    %error,
+                    held_back,
+                    "request cannot be admitted (logged at most every 10 s; held_back counts the others since \
+                     the last line)"
+                );
+            }
             let limit = dimensions.iter().map(|(rule, _)| rule.limit()).min().unwrap_or(0);
             return Verdict::Answer(never_admitted(limit, config.message.text(), json, config.grpc));
         }

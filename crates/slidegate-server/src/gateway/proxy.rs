@@ -22,6 +22,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use slidegate::telemetry::LogThrottle;
 use slidegate_tower::ClientIp;
 use tokio::sync::oneshot;
 
@@ -76,6 +77,19 @@ struct Upstream {
     down_until_ms: AtomicU64,
 }
 
+/// What a route's upstream warnings add: they are logged at most once per
+/// interval each (an upstream down under load would otherwise log every
+/// request), `held_back` counting the others since the last line.
+const EVERY: &str = " (logged at most every 10 s; held_back counts the others since the last line)";
+
+/// The gates of a route's upstream warnings, one per kind.
+#[derive(Default)]
+struct Warnings {
+    unreachable: LogThrottle,
+    failed: LogThrottle,
+    late: LogThrottle,
+}
+
 /// Where a route's admitted requests go, and how.
 pub(crate) struct Target {
     route: Arc<str>,
@@ -93,6 +107,7 @@ pub(crate) struct Target {
     /// Where the time of admitting decisions is counted.
     stats: Arc<ServiceStats>,
     epoch: Instant,
+    warnings: Warnings,
 }
 
 impl Target {
@@ -128,6 +143,7 @@ impl Target {
             trust,
             stats,
             epoch: Instant::now(),
+            warnings: Warnings::default(),
         }
     }
 
@@ -290,13 +306,19 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
         match answer(target, upstream_request, sending).await {
             Ok(Ok(response)) => return respond(response, client_upgrade.zip(tunnels)),
             Ok(Err(error)) if error.is_connect() => {
-                tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, %error, "upstream unreachable; skipped for a while");
+                if let Some(held_back) =
+                    target.warnings.unreachable.pass(target.now_ms(), LogThrottle::EVERY_MS)
+                {
+                    tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, %error, held_back, "upstream unreachable; skipped for a while{EVERY}");
+                }
                 telemetry::upstream_error(&target.route, "connect");
                 target.mark_down(index);
                 failure = Some(StatusCode::BAD_GATEWAY);
             }
             Ok(Err(error)) => {
-                tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, error = %error_chain(&error), "upstream failed");
+                if let Some(held_back) = target.warnings.failed.pass(target.now_ms(), LogThrottle::EVERY_MS) {
+                    tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, error = %error_chain(&error), held_back, "upstream failed{EVERY}");
+                }
                 telemetry::upstream_error(&target.route, "failed");
                 return plain(StatusCode::BAD_GATEWAY, "bad gateway: the upstream failed\n");
             }
@@ -305,7 +327,9 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
                     Late::Response => "gateway timeout: the upstream did not answer in time\n",
                     Late::Upload => "gateway timeout: the request body made no progress in time\n",
                 };
-                tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, timeout = ?target.response_timeout, "{}", answer.trim_end());
+                if let Some(held_back) = target.warnings.late.pass(target.now_ms(), LogThrottle::EVERY_MS) {
+                    tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, timeout = ?target.response_timeout, held_back, "{}{EVERY}", answer.trim_end());
+                }
                 telemetry::upstream_error(&target.route, "timeout");
                 return plain(StatusCode::GATEWAY_TIMEOUT, answer);
             }

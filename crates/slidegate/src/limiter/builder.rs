@@ -7,12 +7,12 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::scaling::Adaptive;
-use super::throttle::Throttle;
 use super::{Inner, Limiter};
 use crate::adaptive::{AdaptiveConfig, Signals, SystemSignals};
 use crate::breaker::Breaker;
 use crate::deny_cache::DenyCache;
 use crate::limits::{DEFAULT_DEADLINE, DEFAULT_DENY_CACHE_CAPACITY, DEFAULT_FALLBACK_KEYS};
+use crate::telemetry::LogThrottle;
 use crate::{BreakerConfig, Clock, FailurePolicy, MemoryStore, Store, SystemClock};
 
 /// Configures a [`Limiter`].
@@ -169,8 +169,8 @@ impl<S: Store> LimiterBuilder<S> {
                 clock: self.clock,
                 enabled: AtomicBool::new(true),
                 adaptive,
-                store_failed: Throttle::default(),
-                fallback_failed: Throttle::default(),
+                store_failed: LogThrottle::new(),
+                fallback_failed: LogThrottle::new(),
             }),
         }
     }

@@ -10,10 +10,10 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::Inner;
-use super::throttle::WARN_EVERY_MS;
 use crate::breaker::{Admission, Breaker};
 use crate::failure::{self, Reason};
 use crate::store::{Dimensions, Request};
+use crate::telemetry::LogThrottle;
 use crate::{Decision, Error, ErrorKind, FailurePolicy, MultiDecision, Rule, Store, telemetry};
 
 /// How a guarded store call ended.
@@ -90,7 +90,7 @@ impl<S: Store> Inner<S> {
                 if let Some(breaker) = &self.breaker {
                     breaker.on_failure(probe, self.clock.now_ms());
                 }
-                if let Some(held_back) = self.store_failed.pass(self.clock.now_ms(), WARN_EVERY_MS) {
+                if let Some(held_back) = self.store_failed.pass(self.clock.now_ms(), LogThrottle::EVERY_MS) {
                     tracing::warn!(
                         target: "slidegate",
                         %error,
@@ -175,7 +175,7 @@ impl<S: Store> Inner<S> {
     /// The fallback store is full too: the policy's intent is to keep
     /// serving, so admit (degraded, counted, logged).
     fn fallback_failed(&self, error: &Error, rule: &Rule, cost: u32) -> Decision {
-        if let Some(held_back) = self.fallback_failed.pass(self.clock.now_ms(), WARN_EVERY_MS) {
+        if let Some(held_back) = self.fallback_failed.pass(self.clock.now_ms(), LogThrottle::EVERY_MS) {
             tracing::warn!(
                 target: "slidegate",
                 %error,

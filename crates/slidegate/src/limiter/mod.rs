@@ -6,7 +6,6 @@ mod builder;
 mod guard;
 mod pipeline;
 mod scaling;
-mod throttle;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,11 +14,11 @@ use std::time::Duration;
 pub use builder::LimiterBuilder;
 
 use scaling::{Adaptive, Scaling};
-use throttle::Throttle;
 
 use crate::breaker::Breaker;
 use crate::deny_cache::DenyCache;
 use crate::store::Dimensions;
+use crate::telemetry::LogThrottle;
 use crate::{
     BatchItem, BreakerState, Clock, Decision, Dimension, Error, FailurePolicy, MemoryStore, MultiDecision,
     Rule, Store, WeightedDimension,
@@ -100,9 +99,9 @@ struct Inner<S> {
     /// Scales the limits, when adaptive limits are on.
     adaptive: Option<Adaptive>,
     /// Gates the warning of a failed store call.
-    store_failed: Throttle,
+    store_failed: LogThrottle,
     /// Gates the warning of a full fallback store.
-    fallback_failed: Throttle,
+    fallback_failed: LogThrottle,
 }
 
 impl<S> Inner<S> {

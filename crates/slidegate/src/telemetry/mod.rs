@@ -13,12 +13,20 @@
 //! | `slidegate_adaptive_factor` | gauge | — (the factor [adaptive limits](crate::adaptive) apply to every limit) |
 //!
 //! `slidegate-redis` adds `slidegate_script_reloads_total`.
+//!
+//! [`LogThrottle`] gates the warnings that would otherwise repeat with
+//! every request (a failing store, a full fallback store; in
+//! `slidegate-server`, an unreachable upstream): one line per interval,
+//! with the count held back.
 
 use std::time::Duration;
 
 use crate::{BreakerState, Decision, Rule};
 
 pub(crate) mod keys;
+mod throttle;
+
+pub use throttle::LogThrottle;
 
 pub(crate) fn decision(rule: &Rule, decision: &Decision) {
     let key = rule.metric_keys().decision(decision.state);
