@@ -6,7 +6,7 @@ usage: bench_service_report.py RUN_DIR SECTION.md CHART.svg
 RUN_DIR is what scripts/bench (with scripts/bench_service) wrote: one
 `slidegate bench --target --json` object per run (NAME.json), wrk's JSON
 line for the gateway runs, commands.tsv, and service/ (logs, versions,
-reload-at.txt, reloads.txt). Every ratio is between figures of that run.
+reload-at-N.txt, reloads-N.txt). Every ratio is between figures of that run.
 A peer that was not there (no limitador-server, no nginx) leaves its
 targets "not run".
 """
@@ -172,21 +172,34 @@ c10, c10k = median([cpu(r) for r in m10]), median([cpu(r) for r in m10k])
 target(6, "matching: server CPU per decision with 10,000 rules against 10 (memory store; each request a different rule)",
        f"{c10k:.1f} µs ({median([dps(r) for r in m10k]):,.0f}/s)", f"10 rules {c10:.1f} µs ({median([dps(r) for r in m10]):,.0f}/s)",
        c10k / c10, "<=", 1.2)
-reload = load("reload")
-at = float(text("reload-at.txt", "3"))
-during = [s for s in reload["seconds"] if s["second"] in (math.floor(at), math.floor(at) + 1)]
-before = [s for s in reload["seconds"] if 1 <= s["second"] < math.floor(at)]
-p99_before = median([s["latency_us"]["p99"] for s in before]) if before else 0
-p99_during = max((s["latency_us"]["p99"] for s in during), default=0)
-offered = reload["offered_per_sec"] * reload["elapsed_secs"]
-# `slidegate_config_reloads_total{result="ok"} 1` from the server's /metrics.
-reloaded = any(float(line.split()[-1]) >= 1 for line in text("reloads.txt").splitlines() if 'result="ok"' in line)
-lost = reload["errors"]
-target(6, f"reload to 10,000 descriptors under load (open loop at {reload['offered_per_sec']:,.0f}/s, half the peak; "
-          f"SIGHUP at {at:.1f} s): p99 in the reload's second and the next against the seconds before",
-       f"{p99_during:,} µs; {reload['requests']:,} requests of {offered:,.0f} offered, {lost} errors, "
-       f"{'reloaded' if reloaded else 'NOT reloaded'}",
-       f"before {p99_before:,} µs", p99_during / max(p99_before, 1), "<=", 2.0)
+def reload_round(n):
+    """One reload run: its ratio, p99s, requests and whether it reloaded."""
+    r = load(f"reload-{n}")
+    at = float(text(f"reload-at-{n}.txt", "3"))
+    during = [s for s in r["seconds"] if s["second"] in (math.floor(at), math.floor(at) + 1)]
+    before = [s for s in r["seconds"] if 1 <= s["second"] < math.floor(at)]
+    p99_before = median([s["latency_us"]["p99"] for s in before]) if before else 0
+    p99_during = max((s["latency_us"]["p99"] for s in during), default=0)
+    # `slidegate_config_reloads_total{result="ok"} 1` from the server's /metrics.
+    reloaded = any(float(line.split()[-1]) >= 1
+                   for line in text(f"reloads-{n}.txt").splitlines() if 'result="ok"' in line)
+    return {"run": r, "at": at, "before": p99_before, "during": p99_during,
+            "ratio": p99_during / max(p99_before, 1), "reloaded": reloaded}
+
+
+reloads = [reload_round(n) for n in ROUNDS]
+middle = sorted(reloads, key=lambda x: x["ratio"])[len(reloads) // 2]
+requests = sum(x["run"]["requests"] for x in reloads)
+offered = sum(x["run"]["offered_per_sec"] * x["run"]["elapsed_secs"] for x in reloads)
+lost = sum(x["run"]["errors"] for x in reloads)
+reloaded = all(x["reloaded"] for x in reloads)
+each = ", ".join(f"{x['during']:,}/{x['before']:,} µs = {x['ratio']:.2f}×" for x in reloads)
+target(6, f"reload to 10,000 descriptors under load (open loop at {middle['run']['offered_per_sec']:,.0f}/s, half the "
+          f"peak; SIGHUP at {middle['at']:.1f} s; three runs, each on a fresh serve, the median by ratio): p99 in the "
+          "reload's second and the next against the seconds before",
+       f"{middle['during']:,} µs (runs: {each}); {requests:,} requests of {offered:,.0f} offered, {lost} errors, "
+       f"{'reloaded' if reloaded else 'NOT reloaded'} every time",
+       f"before {middle['before']:,} µs", middle["ratio"], "<=", 2.0)
 rows[-1] = rows[-1][:5] + (rows[-1][5] and lost == 0 and reloaded,)
 
 # 7. Attack.
