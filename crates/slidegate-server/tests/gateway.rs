@@ -933,29 +933,13 @@ async fn an_unreachable_upstream_is_502() {
     gateway.stop().await;
 }
 
-/// What a `tracing` subscriber writes, kept for the test to read.
-#[derive(Clone, Default)]
-struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Log {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// An upstream down under load: every request is a 502 and counted, and
 /// its warning is logged once per interval, not once per request. On one
 /// thread, so the gateway's tasks log to this test's subscriber.
 #[tokio::test]
 async fn an_unreachable_upstream_is_logged_once_per_interval_not_per_request() {
-    let log = Log::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
-    let _logging = tracing::subscriber::set_default(subscriber);
+    let log = slidegate_testkit::CapturedLog::default();
+    let _logging = tracing::subscriber::set_default(log.subscriber());
     let nobody = closed_port().await;
     let yaml = "routes:\n  - name: down\n    upstreams: [http://NOBODY]\n";
     let gateway = gateway(&fill(yaml, &[("NOBODY", nobody)])).await;
@@ -965,10 +949,9 @@ async fn an_unreachable_upstream_is_logged_once_per_interval_not_per_request() {
     }
     assert_eq!(upstream_errors(&gateway, "down", "connect").await, 40.0, "every failure is counted");
     gateway.stop().await;
-    let text = String::from_utf8_lossy(&log.0.lock().expect("log")).into_owned();
-    let warned: Vec<&str> = text.lines().filter(|l| l.contains("upstream unreachable")).collect();
-    assert_eq!(warned.len(), 1, "{text}");
-    assert!(warned[0].contains("route=down") && warned[0].contains("held_back=0"), "{text}");
+    let warned = log.lines("upstream unreachable");
+    assert_eq!(warned.len(), 1, "{:?}", log.lines(""));
+    assert!(warned[0].contains("route=down") && warned[0].contains("held_back=0"), "{warned:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

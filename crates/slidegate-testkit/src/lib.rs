@@ -8,6 +8,7 @@
 //! * [`RedisSentinel`]: a primary, replicas and three sentinels.
 //! * [`FakeClock`]: a wall clock a test sets, for a server run on it
 //!   (libfaketime), so the server's clock can be driven like a client's.
+//! * [`CapturedLog`]: what `tracing` logs during a test, to count lines.
 //! * [`conformance`] is the one semantic test suite every
 //!   [`Store`](slidegate::Store) must pass.
 //!
@@ -17,6 +18,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+mod captured_log;
 pub mod conformance;
 mod fake_clock;
 mod redis_cluster;
@@ -24,6 +26,7 @@ mod redis_sentinel;
 mod redis_server;
 mod tls;
 
+pub use captured_log::CapturedLog;
 pub use fake_clock::FakeClock;
 pub use redis_cluster::{ClusterNode, RedisCluster};
 pub use redis_sentinel::{MASTER_NAME, RedisSentinel};

@@ -7,6 +7,7 @@ mod support;
 use std::time::Duration;
 
 use slidegate::{BreakerState, ErrorKind, FailurePolicy, Limiter, ManualClock, MemoryStore, State};
+use slidegate_testkit::CapturedLog;
 use support::{ANSWER, FAIL, HANG, Remote, rule, setup};
 
 #[tokio::test]
@@ -258,35 +259,12 @@ fn degraded_decisions_and_transitions_are_counted() {
     assert!(snapshot.iter().any(|(key, ..)| key.key().name() == "slidegate_store_duration_seconds"));
 }
 
-/// What a `tracing` subscriber writes, kept for the test to read.
-#[derive(Clone, Default)]
-struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Log {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Log {
-    fn lines(&self, containing: &str) -> Vec<String> {
-        let bytes = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        String::from_utf8_lossy(&bytes).lines().filter(|l| l.contains(containing)).map(String::from).collect()
-    }
-}
-
 /// Runs `body` on a current-thread runtime with a subscriber writing to
 /// the returned log.
-fn logged<T>(body: impl std::future::Future<Output = T>) -> (T, Log) {
-    let log = Log::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+fn logged<T>(body: impl std::future::Future<Output = T>) -> (T, CapturedLog) {
+    let log = CapturedLog::default();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-    (tracing::subscriber::with_default(subscriber, || runtime.block_on(body)), log)
+    (tracing::subscriber::with_default(log.subscriber(), || runtime.block_on(body)), log)
 }
 
 /// A flood of new identities into a full store with a full fallback: the
