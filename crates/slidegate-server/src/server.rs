@@ -12,7 +12,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use slidegate::telemetry::LogThrottle;
+use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
 use slidegate::{FailurePolicy, Limiter};
 use slidegate_tower::headers::Families;
 use tokio::net::TcpListener;
@@ -401,7 +401,7 @@ async fn accept<M, S, B>(
                             target: "slidegate",
                             %error,
                             held_back,
-                            "accept failed (logged at most every 10 s; held_back counts the others since the last line)"
+                            "accept failed{THROTTLED_NOTE}"
                         );
                     }
                     tokio::time::sleep(Duration::from_millis(10)).await;

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use http::request::Parts;
 use http::{Request, Response};
-use slidegate::telemetry::LogThrottle;
+use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
 use slidegate::{Decision, ErrorKind, MultiDecision, Rule, State, Store};
 use tower_service::Service;
 
@@ -184,8 +184,7 @@ fn verdict<S, B: LimitedBody>(
                     target: "slidegate",
                     %error,
                     held_back,
-                    "request cannot be admitted (logged at most every 10 s; held_back counts the others since \
-                     the last line)"
+                    "request cannot be admitted{THROTTLED_NOTE}"
                 );
             }
             let limit = dimensions.iter().map(|(rule, _)| rule.limit()).min().unwrap_or(0);

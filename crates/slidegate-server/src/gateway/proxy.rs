@@ -22,7 +22,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use slidegate::telemetry::LogThrottle;
+use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
 use slidegate_tower::ClientIp;
 use tokio::sync::oneshot;
 
@@ -77,12 +77,8 @@ struct Upstream {
     down_until_ms: AtomicU64,
 }
 
-/// What a route's upstream warnings add: they are logged at most once per
-/// interval each (an upstream down under load would otherwise log every
-/// request), `held_back` counting the others since the last line.
-const EVERY: &str = " (logged at most every 10 s; held_back counts the others since the last line)";
-
-/// The gates of a route's upstream warnings, one per kind.
+/// The gates of a route's upstream warnings, one per kind: an upstream
+/// down under load would otherwise log every request.
 #[derive(Default)]
 struct Warnings {
     unreachable: LogThrottle,
@@ -309,7 +305,7 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
                 if let Some(held_back) =
                     target.warnings.unreachable.pass(target.now_ms(), LogThrottle::EVERY_MS)
                 {
-                    tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, %error, held_back, "upstream unreachable; skipped for a while{EVERY}");
+                    tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, %error, held_back, "upstream unreachable; skipped for a while{THROTTLED_NOTE}");
                 }
                 telemetry::upstream_error(&target.route, "connect");
                 target.mark_down(index);
@@ -317,7 +313,7 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
             }
             Ok(Err(error)) => {
                 if let Some(held_back) = target.warnings.failed.pass(target.now_ms(), LogThrottle::EVERY_MS) {
-                    tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, error = %error_chain(&error), held_back, "upstream failed{EVERY}");
+                    tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, error = %error_chain(&error), held_back, "upstream failed{THROTTLED_NOTE}");
                 }
                 telemetry::upstream_error(&target.route, "failed");
                 return plain(StatusCode::BAD_GATEWAY, "bad gateway: the upstream failed\n");
@@ -328,7 +324,7 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
                     Late::Upload => "gateway timeout: the request body made no progress in time\n",
                 };
                 if let Some(held_back) = target.warnings.late.pass(target.now_ms(), LogThrottle::EVERY_MS) {
-                    tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, timeout = ?target.response_timeout, held_back, "{}{EVERY}", answer.trim_end());
+                    tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, timeout = ?target.response_timeout, held_back, "{}{THROTTLED_NOTE}", answer.trim_end());
                 }
                 telemetry::upstream_error(&target.route, "timeout");
                 return plain(StatusCode::GATEWAY_TIMEOUT, answer);

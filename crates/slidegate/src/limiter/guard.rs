@@ -13,7 +13,7 @@ use super::Inner;
 use crate::breaker::{Admission, Breaker};
 use crate::failure::{self, Reason};
 use crate::store::{Dimensions, Request};
-use crate::telemetry::LogThrottle;
+use crate::telemetry::{LogThrottle, THROTTLED_NOTE};
 use crate::{Decision, Error, ErrorKind, FailurePolicy, MultiDecision, Rule, Store, telemetry};
 
 /// How a guarded store call ended.
@@ -96,8 +96,7 @@ impl<S: Store> Inner<S> {
                         %error,
                         policy = %self.policy,
                         held_back,
-                        "store failed; answering by failure policy (logged at most every 10 s; held_back counts \
-                         the failures not logged since the last line)"
+                        "store failed; answering by failure policy{THROTTLED_NOTE}"
                     );
                 }
                 Outcome::Failed(Reason::of(&error))
@@ -180,8 +179,7 @@ impl<S: Store> Inner<S> {
                 target: "slidegate",
                 %error,
                 held_back,
-                "fallback store failed; admitting (logged at most every 10 s; held_back counts the failures \
-                 not logged since the last line)"
+                "fallback store failed; admitting{THROTTLED_NOTE}"
             );
         }
         failure::fixed_answer(FailurePolicy::FailOpen, rule.limit(), cost, Duration::ZERO)

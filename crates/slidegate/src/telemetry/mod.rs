@@ -26,7 +26,7 @@ use crate::{BreakerState, Decision, Rule};
 pub(crate) mod keys;
 mod throttle;
 
-pub use throttle::LogThrottle;
+pub use throttle::{LogThrottle, THROTTLED_NOTE};
 
 pub(crate) fn decision(rule: &Rule, decision: &Decision) {
     let key = rule.metric_keys().decision(decision.state);

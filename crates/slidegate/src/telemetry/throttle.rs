@@ -27,6 +27,11 @@ pub struct LogThrottle {
     held: AtomicU64,
 }
 
+/// What slidegate appends to a warning [`LogThrottle`] gates at
+/// [`LogThrottle::EVERY_MS`], which logs `held_back` as a field.
+pub const THROTTLED_NOTE: &str =
+    " (logged at most every 10 s; held_back counts the others since the last line)";
+
 impl LogThrottle {
     /// The interval slidegate's own warnings use: 10 s.
     pub const EVERY_MS: u64 = 10_000;
