@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
-use common::{failure, slidegate, success};
+use common::{collect_stderr, failure, slidegate, success};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_slidegate");
@@ -108,17 +108,7 @@ impl Service {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn slidegate serve");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let pipe = child.stderr.take().expect("stderr is piped");
-        let collected = Arc::clone(&stderr);
-        thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                let mut all = collected.lock().unwrap_or_else(PoisonError::into_inner);
-                all.push_str(&line);
-                all.push('\n');
-            }
-        });
+        let stderr = collect_stderr(&mut child);
         let mut service = Service { child, port: 0, http: 0, stderr };
         for _ in 0..400 {
             let announced = service.stderr();

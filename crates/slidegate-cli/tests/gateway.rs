@@ -8,6 +8,8 @@
 //! The HTTP is written by hand over `std::net` (a few dozen lines): the
 //! tests see exactly what goes over the wire, and need no HTTP library.
 
+mod common;
+
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -292,17 +294,7 @@ impl Gateway {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn slidegate serve --gateway");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let pipe = child.stderr.take().expect("stderr");
-        let collected = Arc::clone(&stderr);
-        thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                let mut all = collected.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                all.push_str(&line);
-                all.push('\n');
-            }
-        });
+        let stderr = common::collect_stderr(&mut child);
         let mut gateway = Gateway { child, port, http, stderr };
         for _ in 0..200 {
             if gateway.api("/readyz").is_some_and(|r| r.status() == 200) {

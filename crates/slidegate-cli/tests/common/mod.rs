@@ -2,9 +2,28 @@
 
 #![allow(dead_code, unreachable_pub)] // each test file uses its own subset
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+/// What `child` writes to its piped standard error, collected line by line
+/// by a thread of its own while it runs (read it any time; it ends with
+/// the child).
+pub fn collect_stderr(child: &mut Child) -> Arc<Mutex<String>> {
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let pipe = child.stderr.take().expect("stderr is piped");
+    let collected = Arc::clone(&stderr);
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            let mut all = collected.lock().unwrap_or_else(PoisonError::into_inner);
+            all.push_str(&line);
+            all.push('\n');
+        }
+    });
+    stderr
+}
 
 /// Starts `slidegate args…` with every standard stream piped.
 fn spawn(args: &[&str]) -> Child {
