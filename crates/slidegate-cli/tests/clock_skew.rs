@@ -2,8 +2,10 @@
 //! runs 30 s in the future (libfaketime). The Redis server's clock decides,
 //! so client skew cannot over-admit: together they admit exactly the limit.
 //!
-//! Needs `faketime` (`apt-get install faketime`; scripts/test installs it).
+//! Needs libfaketime (`apt-get install faketime`; scripts/test installs it),
+//! preloaded directly rather than through the `faketime` wrapper.
 
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
@@ -48,25 +50,33 @@ fn bench_args(url: &str, prefix: &str) -> Vec<String> {
     .collect()
 }
 
-/// Checks that `faketime` is installed and really moves the clock, failing
+/// `program` set to run `SKEW` in the future: libfaketime preloaded. Only
+/// the wall clock is moved: timers and latency use the monotonic one.
+fn skewed(library: &Path, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = Command::new(program);
+    command.env("LD_PRELOAD", library).env("FAKETIME", SKEW).env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+    command
+}
+
+/// The libfaketime library, once checked to really move the clock; fails
 /// the test with what to install otherwise.
-fn require_faketime() {
-    let output = Command::new("faketime").args(["-f", SKEW, "date", "+%s"]).output();
-    let output = match output {
+fn require_faketime() -> PathBuf {
+    let library = slidegate_testkit::libfaketime().unwrap_or_else(|error| panic!("{error}"));
+    let output = match skewed(&library, "date").arg("+%s").output() {
         Ok(output) if output.status.success() => output,
         Ok(output) => panic!(
-            "`faketime -f {SKEW} date` failed ({}): {}; reinstall it with `apt-get install faketime`",
+            "`date` under {} failed ({}): {}; reinstall it with `apt-get install faketime`",
+            library.display(),
             output.status,
             String::from_utf8_lossy(&output.stderr)
         ),
-        Err(error) => panic!(
-            "this test needs the `faketime` command ({error}); install it with `apt-get install faketime`"
-        ),
+        Err(error) => panic!("cannot run `date`: {error}"),
     };
     let faked: u64 = String::from_utf8_lossy(&output.stdout).trim().parse().expect("date +%s prints seconds");
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970");
     // 30 s of skew with a wide margin: this checks the tool works at all.
-    assert!(faked >= now.as_secs() + 20, "faketime did not move the clock: {faked} vs {}", now.as_secs());
+    assert!(faked >= now.as_secs() + 20, "libfaketime did not move the clock: {faked} vs {}", now.as_secs());
+    library
 }
 
 fn spawn(mut command: Command) -> Child {
@@ -90,19 +100,15 @@ fn count(report: &Value, field: &str) -> u64 {
 
 #[test]
 fn thirty_seconds_of_client_skew_cannot_over_admit() {
-    require_faketime();
+    let library = require_faketime();
     let server = slidegate_testkit::RedisServer::start().expect("start redis-server");
     let prefix = format!("sg:skew:{}:", std::process::id());
     let args = bench_args(&server.url(), &prefix);
 
     let mut honest = Command::new(env!("CARGO_BIN_EXE_slidegate"));
     honest.args(&args);
-    let mut skewed = Command::new("faketime");
-    // Only the wall clock is moved: timers and latency use the monotonic one.
-    skewed
-        .args(["-f", SKEW, env!("CARGO_BIN_EXE_slidegate")])
-        .args(&args)
-        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+    let mut skewed = skewed(&library, env!("CARGO_BIN_EXE_slidegate"));
+    skewed.args(&args);
     let (honest, skewed) = (spawn(honest), spawn(skewed));
     let a = report("without skew", &honest.wait_with_output().expect("wait for slidegate"));
     let b = report("with skew", &skewed.wait_with_output().expect("wait for slidegate"));

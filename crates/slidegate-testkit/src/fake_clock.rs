@@ -51,7 +51,7 @@ impl FakeClock {
     /// `$SLIDEGATE_LIBFAKETIME` names the library elsewhere), or the time
     /// file cannot be written.
     pub fn new(start_ms: u64) -> io::Result<FakeClock> {
-        let library = library()?;
+        let library = libfaketime()?;
         let dir = tempfile::tempdir()?;
         let clock = FakeClock { library, file: dir.path().join("now"), _dir: dir };
         clock.set(start_ms)?;
@@ -81,8 +81,16 @@ impl FakeClock {
     }
 }
 
-/// The libfaketime library to preload.
-fn library() -> io::Result<PathBuf> {
+/// The libfaketime library to preload (`LD_PRELOAD`): `$SLIDEGATE_LIBFAKETIME`,
+/// or where the distributions install it. Preloading it with `FAKETIME`
+/// set, rather than running the `faketime` wrapper, needs no semaphore and
+/// shared memory (the wrapper leaves them behind in /dev/shm when its child
+/// is killed, and fails once a new process id meets a stale one).
+///
+/// # Errors
+///
+/// When libfaketime is not installed (`apt-get install faketime`).
+pub fn libfaketime() -> io::Result<PathBuf> {
     if let Some(path) = std::env::var_os("SLIDEGATE_LIBFAKETIME") {
         return Ok(PathBuf::from(path));
     }

@@ -27,7 +27,7 @@ mod redis_server;
 mod tls;
 
 pub use captured_log::CapturedLog;
-pub use fake_clock::FakeClock;
+pub use fake_clock::{FakeClock, libfaketime};
 pub use redis_cluster::{ClusterNode, RedisCluster};
 pub use redis_sentinel::{MASTER_NAME, RedisSentinel};
 pub use redis_server::{RedisServer, RedisServerBuilder, free_port};
