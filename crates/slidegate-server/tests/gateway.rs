@@ -122,15 +122,21 @@ fn fill(yaml: &str, upstreams: &[(&str, SocketAddr)]) -> String {
 
 type UpstreamBody = BoxBody<Bytes, Infallible>;
 
-/// A running upstream: its address and how many requests it received.
+/// A running upstream: its address, how many requests it received and on
+/// how many connections.
 struct Upstream {
     addr: SocketAddr,
     hits: Arc<AtomicUsize>,
+    connections: Arc<AtomicUsize>,
 }
 
 impl Upstream {
     fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 }
 
@@ -147,10 +153,12 @@ async fn h2c_upstream(name: &'static str) -> Upstream {
 fn serve_upstream(listener: TcpListener, name: &'static str, http2: bool) -> Upstream {
     let addr = listener.local_addr().expect("addr");
     let hits = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&hits);
+    let connections = Arc::new(AtomicUsize::new(0));
+    let (counted, accepted) = (Arc::clone(&hits), Arc::clone(&connections));
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else { continue };
+            accepted.fetch_add(1, Ordering::SeqCst);
             let counted = Arc::clone(&counted);
             tokio::spawn(async move {
                 let service = service_fn(move |request| {
@@ -168,7 +176,7 @@ fn serve_upstream(listener: TcpListener, name: &'static str, http2: bool) -> Ups
             });
         }
     });
-    Upstream { addr, hits }
+    Upstream { addr, hits, connections }
 }
 
 fn full(bytes: impl Into<Bytes>) -> UpstreamBody {
@@ -552,6 +560,14 @@ routes:
     assert_eq!(top[0]["identity"], "gateway: limited.client_ip=127.0.0.1", "{top:?}");
     assert_eq!(top[0]["count"], 2);
     assert!(stats["store"]["latency_us"]["p50"].as_f64().is_some(), "{}", stats["store"]);
+    // And the metrics, by route and outcome.
+    for (outcome, count) in [("admitted", 3.0), ("limited", 2.0)] {
+        let labels = [("route", "limited"), ("outcome", outcome)];
+        assert_eq!(metric(&gateway, "slidegate_gateway_requests_total", &labels).await, count, "{outcome}");
+    }
+    let timed =
+        metric(&gateway, "slidegate_gateway_request_duration_seconds_count", &[("route", "limited")]).await;
+    assert_eq!(timed, 5.0, "every decided request is timed");
     gateway.stop().await;
 }
 
@@ -909,13 +925,17 @@ async fn large_bodies_stream_through_whole_both_ways() {
 
 /// The value of the gateway's upstream error counter for `route` and `kind`.
 async fn upstream_errors(gateway: &Gateway, route: &str, kind: &str) -> f64 {
+    metric(gateway, "slidegate_gateway_upstream_errors_total", &[("route", route), ("kind", kind)]).await
+}
+
+/// The sum of the `/metrics` samples of `name` with every label of `labels`.
+async fn metric(gateway: &Gateway, name: &str, labels: &[(&str, &str)]) -> f64 {
     let (status, _, text) = get(&gateway.api_url("/metrics"), &[]).await;
     assert_eq!(status, 200, "{text}");
-    let route = format!("route=\"{route}\"");
-    let kind = format!("kind=\"{kind}\"");
+    let labels: Vec<String> = labels.iter().map(|(label, value)| format!("{label}=\"{value}\"")).collect();
     text.lines()
-        .filter(|l| l.starts_with("slidegate_gateway_upstream_errors_total{"))
-        .filter(|l| l.contains(&route) && l.contains(&kind))
+        .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{')))
+        .filter(|l| labels.iter().all(|label| l.contains(label.as_str())))
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum()
 }
@@ -1022,6 +1042,213 @@ async fn a_stalled_upload_is_504() {
     let answer = String::from_utf8_lossy(&answer);
     assert_eq!(status_of(&answer), 504, "{answer}");
     assert_eq!(upstream_errors(&gateway, "r", "timeout").await, 1.0);
+    gateway.stop().await;
+}
+
+// ---------------------------------------------------------------------------
+// 7b. Upstream connections, kept between requests.
+
+/// How a [`raw_upstream`] ends its connections.
+#[derive(Clone, Copy)]
+enum Ending {
+    /// Closes a connection idle this long (a keep-alive timeout).
+    IdleFor(Duration),
+    /// Answers `connection: close` and closes after each answer.
+    EachAnswer,
+}
+
+/// An HTTP/1.1 upstream written by hand: answers every request head with
+/// `200 ok`, ending connections as `ending` says. Its connections end with
+/// its task (aborted: every socket closes).
+struct RawUpstream {
+    addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+    requests: Arc<AtomicUsize>,
+    task: JoinHandle<()>,
+}
+
+async fn raw_upstream(listener: TcpListener, ending: Ending) -> RawUpstream {
+    let addr = listener.local_addr().expect("addr");
+    let connections = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(AtomicUsize::new(0));
+    let (accepted, answered) = (Arc::clone(&connections), Arc::clone(&requests));
+    let task = tokio::spawn(async move {
+        let mut open = tokio::task::JoinSet::new();
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            accepted.fetch_add(1, Ordering::SeqCst);
+            open.spawn(serve_raw(stream, ending, Arc::clone(&answered)));
+        }
+    });
+    RawUpstream { addr, connections, requests, task }
+}
+
+async fn serve_raw(mut stream: TcpStream, ending: Ending, answered: Arc<AtomicUsize>) {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
+            let read = match ending {
+                Ending::IdleFor(idle) => tokio::time::timeout(idle, stream.read(&mut chunk)).await,
+                Ending::EachAnswer => Ok(stream.read(&mut chunk).await),
+            };
+            match read {
+                Ok(Ok(n)) if n > 0 => buffer.extend_from_slice(&chunk[..n]),
+                _ => return,
+            }
+        }
+        let end = buffer.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
+        buffer.drain(..end);
+        answered.fetch_add(1, Ordering::SeqCst);
+        let close = matches!(ending, Ending::EachAnswer);
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: 3\r\n{}\r\nok\n",
+            if close { "connection: close\r\n" } else { "" }
+        );
+        if stream.write_all(answer.as_bytes()).await.is_err() || close {
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_connections_are_kept_and_shared_by_client_connections() {
+    let up = upstream("up").await;
+    let yaml = "routes:\n  - name: r\n    upstreams: [http://UP]\n";
+    let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
+    // One request at a time, each on a new client connection: one
+    // upstream connection carries them all.
+    for i in 0..20 {
+        let echo = echo("GET", &gateway.url(&format!("/one/{i}")), &[]).await;
+        assert_eq!(echo["uri"], format!("/one/{i}"));
+    }
+    assert_eq!(up.hits(), 20);
+    assert_eq!(up.connections(), 1, "one kept connection");
+    // Eight clients at once, each on its own kept connection: no more
+    // upstream connections than requests in flight.
+    let clients = (0..8).map(|_| {
+        let addr = gateway.addr;
+        tokio::spawn(async move {
+            let mut connection = Connection::open(addr).await;
+            for _ in 0..10 {
+                assert_eq!(connection.get("/many").await.expect("answer"), 200);
+            }
+            connection.close().await;
+        })
+    });
+    for client in clients.collect::<Vec<_>>() {
+        tokio::time::timeout(HANG_GUARD, client).await.expect("hang").expect("client");
+    }
+    assert_eq!(up.hits(), 100);
+    assert!(up.connections() <= 9, "{} upstream connections for 8 in flight", up.connections());
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_ends_its_connections_loses_no_request() {
+    let yaml = "routes:\n  - name: r\n    upstreams: [http://UP]\n";
+    // A keep-alive timeout shorter than the pauses between requests: each
+    // request finds its kept connection closed, and takes a new one.
+    let idle = raw_upstream(
+        TcpListener::bind("127.0.0.1:0").await.expect("bind"),
+        Ending::IdleFor(Duration::from_millis(50)),
+    )
+    .await;
+    let gateway_idle = gateway(&fill(yaml, &[("UP", idle.addr)])).await;
+    for _ in 0..4 {
+        let (status, _, body) = get(&gateway_idle.url("/"), &[]).await;
+        assert_eq!((status, body.as_str()), (200, "ok\n"));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(idle.requests.load(Ordering::SeqCst), 4);
+    assert_eq!(idle.connections.load(Ordering::SeqCst), 4, "a closed connection is never used again");
+    gateway_idle.stop().await;
+
+    // `connection: close` on every answer: never kept, never failed.
+    let closing =
+        raw_upstream(TcpListener::bind("127.0.0.1:0").await.expect("bind"), Ending::EachAnswer).await;
+    let gateway_closing = gateway(&fill(yaml, &[("UP", closing.addr)])).await;
+    for _ in 0..10 {
+        let (status, headers, body) = get(&gateway_closing.url("/"), &[]).await;
+        assert_eq!((status, body.as_str()), (200, "ok\n"));
+        assert!(headers.get("connection").is_none(), "the upstream's `connection` stays with it");
+    }
+    assert_eq!(closing.connections.load(Ordering::SeqCst), 10);
+    gateway_closing.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_upstream_is_reached_on_new_connections() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let first = raw_upstream(listener, Ending::IdleFor(HANG_GUARD)).await;
+    let yaml = "routes:\n  - name: r\n    upstreams: [http://UP]\n";
+    let gateway = gateway(&fill(yaml, &[("UP", addr)])).await;
+    // Several kept connections.
+    let mut clients: Vec<Connection> = Vec::new();
+    for _ in 0..4 {
+        clients.push(Connection::open(gateway.addr).await);
+    }
+    let answers = futures::future::join_all(clients.iter_mut().map(|c| c.get("/"))).await;
+    assert!(answers.iter().all(|a| matches!(a, Ok(200))), "{answers:?}");
+    // The upstream restarts: every kept connection is closed under the gateway.
+    first.task.abort();
+    let _ = first.task.await;
+    let second =
+        raw_upstream(TcpListener::bind(addr).await.expect("rebind"), Ending::IdleFor(HANG_GUARD)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for client in &mut clients {
+        assert_eq!(client.get("/").await.expect("answer"), 200);
+    }
+    for _ in 0..4 {
+        assert_eq!(get(&gateway.url("/"), &[]).await.0, 200);
+    }
+    assert_eq!(second.requests.load(Ordering::SeqCst), 8);
+    for client in clients {
+        client.close().await;
+    }
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_cut_short_or_early_leave_no_broken_connection_behind() {
+    let up = upstream("up").await;
+    let yaml = "routes:\n  - name: r\n    upstreams: [http://UP]\n";
+    let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
+    let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build_http();
+    for _ in 0..3 {
+        // A download the client stops reading and drops after its first frame.
+        let request =
+            Request::get(gateway.url("/stream/16777216")).body(BoxBody::new(Empty::new())).expect("request");
+        let response = client.request(request).await.expect("download");
+        assert_eq!(response.status(), 200);
+        let mut body = response.into_body();
+        body.frame().await.expect("a frame").expect("frame");
+        drop(body);
+        // An upload the upstream answers without reading it (the echo does
+        // not read bodies): the answer comes before the body is all sent.
+        let upload = Bytes::from(vec![b'x'; 8 << 20]);
+        let request =
+            Request::post(gateway.url("/early")).body(BoxBody::new(Full::new(upload))).expect("request");
+        let response = tokio::time::timeout(HANG_GUARD, client.request(request)).await.expect("hang");
+        // The upstream closes the connection with the body unread, which
+        // fails the exchange under the gateway (hyper's client): its answer
+        // or a 502, never a hang — or, when the gateway answers and closes
+        // while this client is still sending, a broken pipe here.
+        match response {
+            Ok(response) => assert!(matches!(response.status().as_u16(), 200 | 502), "{response:?}"),
+            Err(error) => {
+                assert!(error.is_connect() || format!("{error:?}").contains("BodyWrite"), "{error:?}")
+            }
+        }
+        // What follows on the kept connections is whole and right.
+        for i in 0..5 {
+            let echo = echo("GET", &gateway.url(&format!("/after/{i}")), &[]).await;
+            assert_eq!(echo["uri"], format!("/after/{i}"));
+            assert_eq!(echo["method"], "GET");
+        }
+    }
+    drop(client);
     gateway.stop().await;
 }
 

@@ -43,8 +43,16 @@ fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
 pub(super) fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     // One pass over the names finds the usual case, a head with none of
     // them, without hashing each of the ten names to remove it.
-    if !headers.keys().any(|name| HOP_BY_HOP.contains(name) || *name == PROXY_CONNECTION) {
-        return;
+    let mut present = headers.keys().filter(|name| HOP_BY_HOP.contains(name) || **name == PROXY_CONNECTION);
+    match (present.next(), present.next()) {
+        (None, _) => return,
+        // The other usual case: an answer's `Connection: keep-alive` (or
+        // `close`), which names no header to remove but `Keep-Alive`.
+        (Some(name), None) if *name == header::CONNECTION && !upgrade && only_keep_alive(headers) => {
+            headers.remove(header::CONNECTION);
+            return;
+        }
+        _ => {}
     }
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
@@ -71,45 +79,67 @@ pub(super) fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     }
 }
 
+/// Whether every `Connection` token is `keep-alive` or `close`.
+fn only_keep_alive(headers: &HeaderMap) -> bool {
+    headers.get_all(header::CONNECTION).iter().all(|value| {
+        value.to_str().is_ok_and(|value| {
+            value.split(',').all(|t| {
+                let t = t.trim();
+                t.eq_ignore_ascii_case("keep-alive") || t.eq_ignore_ascii_case("close")
+            })
+        })
+    })
+}
+
 /// Sets `X-Forwarded-For`, `-Proto`, `-Host` and `Forwarded` for a request
 /// from `peer` for `host`. A trusted peer's are extended (it is a proxy
 /// whose own forwarding headers are believed); anybody else's are
 /// replaced, so an upstream never believes what a client wrote.
-pub(super) fn set_forwarding(headers: &mut HeaderMap, peer: SocketAddr, trusted: bool, host: Option<&str>) {
+pub(super) fn set_forwarding(
+    headers: &mut HeaderMap,
+    peer: SocketAddr,
+    trusted: bool,
+    host_value: Option<&HeaderValue>,
+) {
+    use std::fmt::Write as _;
+    let host = host_value.and_then(|h| h.to_str().ok());
     let ip = peer.ip().to_canonical();
-    if !trusted {
+    let mut xff = String::with_capacity(64);
+    let mut forwarded = String::with_capacity(64 + host.map_or(0, str::len));
+    if trusted {
+        if let Some(previous) = joined(headers, &X_FORWARDED_FOR) {
+            xff.push_str(&previous);
+            xff.push_str(", ");
+        }
+        if let Some(previous) = joined(headers, &header::FORWARDED) {
+            forwarded.push_str(&previous);
+            forwarded.push_str(", ");
+        }
+    } else {
         for name in [X_FORWARDED_FOR, X_FORWARDED_PROTO, X_FORWARDED_HOST, header::FORWARDED] {
             headers.remove(name);
         }
     }
-    let xff = match joined(headers, &X_FORWARDED_FOR) {
-        Some(previous) => format!("{previous}, {ip}"),
-        None => ip.to_string(),
-    };
-    set(headers, X_FORWARDED_FOR, &xff);
-    if !headers.contains_key(X_FORWARDED_PROTO) {
+    let _ = write!(xff, "{ip}");
+    set(headers, X_FORWARDED_FOR, xff);
+    if !trusted || !headers.contains_key(X_FORWARDED_PROTO) {
         headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
     }
-    if let Some(host) = host
-        && !headers.contains_key(X_FORWARDED_HOST)
+    if let Some(host) = host_value.filter(|_| host.is_some())
+        && (!trusted || !headers.contains_key(X_FORWARDED_HOST))
     {
-        set(headers, X_FORWARDED_HOST, host);
+        headers.insert(X_FORWARDED_HOST, host.clone());
     }
-    let node = match ip {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    let _ = match ip {
+        IpAddr::V4(v4) => write!(forwarded, "for={v4};proto=http"),
+        IpAddr::V6(v6) => write!(forwarded, "for=\"[{v6}]\";proto=http"),
     };
-    let mut element = format!("for={node};proto=http");
     if let Some(host) = host {
-        element.push_str(";host=\"");
-        element.extend(host.chars().filter(|c| *c != '"' && *c != '\\'));
-        element.push('"');
+        forwarded.push_str(";host=\"");
+        forwarded.extend(host.chars().filter(|c| *c != '"' && *c != '\\'));
+        forwarded.push('"');
     }
-    let forwarded = match joined(headers, &header::FORWARDED) {
-        Some(previous) => format!("{previous}, {element}"),
-        None => element,
-    };
-    set(headers, header::FORWARDED, &forwarded);
+    set(headers, header::FORWARDED, forwarded);
 }
 
 /// A header's values joined with `, ` (several lines are one list).
@@ -120,9 +150,10 @@ fn joined(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
 }
 
 /// Sets a header whose value was built from valid header text (an address,
-/// a host the request carried), skipping it if it somehow is not.
-fn set(headers: &mut HeaderMap, name: HeaderName, value: &str) {
-    if let Ok(value) = HeaderValue::from_str(value) {
+/// a host the request carried), skipping it if it somehow is not. The
+/// text becomes the value without a copy.
+fn set(headers: &mut HeaderMap, name: HeaderName, value: String) {
+    if let Ok(value) = HeaderValue::from_maybe_shared(bytes::Bytes::from(value)) {
         headers.insert(name, value);
     }
 }
@@ -181,7 +212,12 @@ mod tests {
         h.insert(X_FORWARDED_FOR, HeaderValue::from_static("1.2.3.4"));
         h.insert(X_FORWARDED_PROTO, HeaderValue::from_static("https"));
         h.insert(header::FORWARDED, HeaderValue::from_static("for=1.2.3.4"));
-        set_forwarding(&mut h, peer("203.0.113.9:5000"), false, Some("example.com"));
+        set_forwarding(
+            &mut h,
+            peer("203.0.113.9:5000"),
+            false,
+            Some(&HeaderValue::from_static("example.com")),
+        );
         assert_eq!(h[X_FORWARDED_FOR], "203.0.113.9");
         assert_eq!(h[X_FORWARDED_PROTO], "http");
         assert_eq!(h[X_FORWARDED_HOST], "example.com");

@@ -7,6 +7,7 @@
 //! * [`routing`]: the compiled routes and the service each connection runs;
 //! * [`proxy`]: forwarding, upstream choice, timeouts, WebSocket tunnels;
 //! * [`forward`]: hop-by-hop and forwarding headers;
+//! * [`upstream_conns`]: the HTTP/1.1 connections kept to each upstream;
 //! * [`conn`]: the cap on connections per client address.
 //!
 //! The configuration ([`GatewayConfig`](crate::config::GatewayConfig)) is
@@ -16,6 +17,7 @@ mod conn;
 mod forward;
 mod proxy;
 mod routing;
+mod upstream_conns;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -28,6 +28,7 @@ use tokio::sync::oneshot;
 
 use super::conn::TunnelHome;
 use super::forward::{is_upgrade, remove_hop_by_hop, set_forwarding};
+use super::upstream_conns::{Conns, Failure, Lease};
 use crate::config::{GatewaySettings, Route};
 use crate::stats::ServiceStats;
 use crate::telemetry;
@@ -41,11 +42,16 @@ pub(crate) type GatewayBody = UnsyncBoxBody<Bytes, BoxError>;
 
 type HttpClient = Client<HttpConnector, Upload>;
 
-/// The pooled clients of one configuration: HTTP/1.1, and HTTP/2 without
-/// TLS (h2c) for routes with `http2: true`.
+/// How long an upstream connection may stay idle before it is closed.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How one configuration reaches its upstreams: the connector of every
+/// connection, and the pooled client of HTTP/2 without TLS (h2c) for
+/// routes with `http2: true` (HTTP/1.1 upstreams keep their own
+/// connections, [`Conns`]).
 #[derive(Clone)]
 pub(crate) struct Clients {
-    http1: HttpClient,
+    connector: HttpConnector,
     http2: HttpClient,
 }
 
@@ -55,14 +61,12 @@ impl Clients {
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(settings.connect_timeout));
         connector.set_keepalive(Some(Duration::from_secs(60)));
-        let build = |http2: bool| {
-            Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(90))
-                .pool_timer(hyper_util::rt::TokioTimer::new())
-                .http2_only(http2)
-                .build(connector.clone())
-        };
-        Clients { http1: build(false), http2: build(true) }
+        let http2 = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(IDLE_TIMEOUT)
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .http2_only(true)
+            .build(connector.clone());
+        Clients { connector, http2 }
     }
 }
 
@@ -70,6 +74,11 @@ impl Clients {
 struct Upstream {
     scheme: Scheme,
     authority: Authority,
+    /// The authority as a `Host` value, for HTTP/1.1 requests that do not
+    /// keep the client's.
+    host: Option<HeaderValue>,
+    /// Its kept HTTP/1.1 connections (`None` on an `http2: true` route).
+    conns: Option<Arc<Conns>>,
     /// The upstream URL's path, without a trailing `/` (often empty).
     base_path: String,
     /// Milliseconds since the target's epoch until which it is skipped
@@ -95,6 +104,7 @@ pub(crate) struct Target {
     strip_prefix: Option<String>,
     preserve_host: bool,
     http2: bool,
+    /// The pooled client of `http2: true` routes.
     client: HttpClient,
     response_timeout: Duration,
     down_for: Duration,
@@ -118,9 +128,20 @@ impl Target {
             .upstreams
             .iter()
             .filter_map(|uri| {
+                let (scheme, authority) = (uri.scheme()?.clone(), uri.authority()?.clone());
+                let conns = (!route.http2).then(|| {
+                    let address = Uri::builder()
+                        .scheme(scheme.clone())
+                        .authority(authority.clone())
+                        .path_and_query("/")
+                        .build();
+                    address.ok().map(|a| Arc::new(Conns::new(a, clients.connector.clone(), IDLE_TIMEOUT)))
+                });
                 Some(Upstream {
-                    scheme: uri.scheme()?.clone(),
-                    authority: uri.authority()?.clone(),
+                    host: HeaderValue::from_str(authority.as_str()).ok(),
+                    conns: conns.flatten(),
+                    scheme,
+                    authority,
                     base_path: uri.path().trim_end_matches('/').to_owned(),
                     down_until_ms: AtomicU64::new(0),
                 })
@@ -133,7 +154,7 @@ impl Target {
             strip_prefix: route.strip_prefix.then(|| route.path_prefix.clone()),
             preserve_host: route.preserve_host,
             http2: route.http2,
-            client: if route.http2 { clients.http2.clone() } else { clients.http1.clone() },
+            client: clients.http2.clone(),
             response_timeout: settings.response_timeout,
             down_for: settings.upstream_down_for,
             trust,
@@ -169,7 +190,9 @@ impl Target {
         self.upstreams[index].down_until_ms.store(until, Ordering::Relaxed);
     }
 
-    /// The URI of `uri`'s path and query at upstream `index`.
+    /// The URI of `uri`'s path and query at upstream `index`: absolute for
+    /// the HTTP/2 client, origin-form (the path and query only) for a kept
+    /// HTTP/1.1 connection.
     fn upstream_uri(&self, index: usize, uri: &Uri) -> Option<Uri> {
         let upstream = &self.upstreams[index];
         let mut path = uri.path();
@@ -186,12 +209,37 @@ impl Target {
             target.push('?');
             target.push_str(query);
         }
+        let path_and_query = PathAndQuery::try_from(target).ok()?;
+        if upstream.conns.is_some() {
+            return Some(Uri::from(path_and_query));
+        }
         Uri::builder()
             .scheme(upstream.scheme.clone())
             .authority(upstream.authority.clone())
-            .path_and_query(PathAndQuery::try_from(target).ok()?)
+            .path_and_query(path_and_query)
             .build()
             .ok()
+    }
+
+    /// Sends `request` to upstream `index`: on one of its kept HTTP/1.1
+    /// connections (a lease on it comes with the answer), or through the
+    /// HTTP/2 client.
+    async fn send(&self, index: usize, mut request: Request<Upload>) -> Result<Answer, Failure> {
+        let upstream = &self.upstreams[index];
+        if let Some(conns) = &upstream.conns {
+            if !request.headers().contains_key(HOST)
+                && let Some(host) = &upstream.host
+            {
+                request.headers_mut().insert(HOST, host.clone());
+            }
+            let (response, lease) = conns.send(request).await?;
+            return Ok(Answer { response, lease: Some(lease) });
+        }
+        match self.client.request(request).await {
+            Ok(response) => Ok(Answer { response, lease: None }),
+            Err(error) if error.is_connect() => Err(Failure::Connect(error.into())),
+            Err(error) => Err(Failure::Failed(error.into())),
+        }
     }
 }
 
@@ -265,7 +313,7 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
     remove_hop_by_hop(&mut headers, upgrade);
     if let Some(peer) = peer {
         let trusted = target.trust.trusts(peer.ip());
-        set_forwarding(&mut headers, peer, trusted, host.as_ref().and_then(|h| h.to_str().ok()));
+        set_forwarding(&mut headers, peer, trusted, host.as_ref());
     }
     match host {
         Some(host) if target.preserve_host && !target.http2 => {
@@ -299,9 +347,9 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
         // Copied only when another upstream may be tried after this one.
         *upstream_request.headers_mut() =
             if resendable && order.peek().is_some() { headers.clone() } else { std::mem::take(&mut headers) };
-        match answer(target, upstream_request, sending).await {
-            Ok(Ok(response)) => return respond(response, client_upgrade.zip(tunnels)),
-            Ok(Err(error)) if error.is_connect() => {
+        match answer(target, target.send(index, upstream_request), sending).await {
+            Ok(Ok(answer)) => return respond(answer, client_upgrade.zip(tunnels)),
+            Ok(Err(Failure::Connect(error))) => {
                 if let Some(held_back) =
                     target.warnings.unreachable.pass(target.now_ms(), LogThrottle::EVERY_MS)
                 {
@@ -311,9 +359,9 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
                 target.mark_down(index);
                 failure = Some(StatusCode::BAD_GATEWAY);
             }
-            Ok(Err(error)) => {
+            Ok(Err(Failure::Failed(error))) => {
                 if let Some(held_back) = target.warnings.failed.pass(target.now_ms(), LogThrottle::EVERY_MS) {
-                    tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, error = %error_chain(&error), held_back, "upstream failed{THROTTLED_NOTE}");
+                    tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, error = %error_chain(&*error), held_back, "upstream failed{THROTTLED_NOTE}");
                 }
                 telemetry::upstream_error(&target.route, "failed");
                 return plain(StatusCode::BAD_GATEWAY, "bad gateway: the upstream failed\n");
@@ -345,37 +393,62 @@ enum Late {
     Upload,
 }
 
-/// The upstream's response head. While the client is still sending its
-/// body, the wait lasts as long as the body makes progress (an upload
-/// takes as long as it takes; a stalled one ends after the response
+/// An upstream's response, and the lease on its kept connection.
+struct Answer {
+    response: Response<Incoming>,
+    /// `None` through the HTTP/2 client, or when the connection cannot
+    /// take another request (its request body was still being sent).
+    lease: Option<Lease>,
+}
+
+/// The upstream's response head (`call`). While the client is still
+/// sending its body, the wait lasts as long as the body makes progress (an
+/// upload takes as long as it takes; a stalled one ends after the response
 /// timeout); once it is all sent, for at most the response timeout. An
-/// upstream that answers before the body is all sent is answered at once.
+/// upstream that answers before the body is all sent is answered at once,
+/// and its connection is not used again.
 async fn answer(
     target: &Target,
-    request: Request<Upload>,
+    call: impl Future<Output = Result<Answer, Failure>>,
     sending: Option<Sending>,
-) -> Result<Result<Response<Incoming>, hyper_util::client::legacy::Error>, Late> {
-    let call = target.client.request(request);
+) -> Result<Result<Answer, Failure>, Late> {
     tokio::pin!(call);
-    if let Some(Sending { mut sent, progress }) = sending {
-        let mut seen = progress.load(Ordering::Relaxed);
-        loop {
-            tokio::select! {
-                biased;
-                response = &mut call => return Ok(response),
-                // Sent, or the body was dropped (the call then ends soon).
-                _ = &mut sent => break,
-                () = tokio::time::sleep(target.response_timeout) => {
-                    let now = progress.load(Ordering::Relaxed);
-                    if now == seen {
-                        return Err(Late::Upload);
-                    }
-                    seen = now;
+    if let Some(sending) = sending
+        // Boxed: only uploads wait this way, and their wait's state is large.
+        && let Some(early) = Box::pin(while_uploading(target, call.as_mut(), sending)).await
+    {
+        return early;
+    }
+    tokio::time::timeout(target.response_timeout, call).await.map_err(|_| Late::Response)
+}
+
+/// Waits for `call` while the request body is being sent: `None` once it
+/// is all sent; else what ended the wait early — the answer (the
+/// connection is not used again: its request is still being sent), or a
+/// stalled upload.
+async fn while_uploading<F: Future<Output = Result<Answer, Failure>>>(
+    target: &Target,
+    mut call: Pin<&mut F>,
+    Sending { mut sent, progress }: Sending,
+) -> Option<Result<Result<Answer, Failure>, Late>> {
+    let mut seen = progress.load(Ordering::Relaxed);
+    loop {
+        tokio::select! {
+            biased;
+            answer = call.as_mut() => {
+                return Some(Ok(answer.map(|answer| Answer { lease: None, ..answer })));
+            }
+            // Sent, or the body was dropped (the call then ends soon).
+            _ = &mut sent => return None,
+            () = tokio::time::sleep(target.response_timeout) => {
+                let now = progress.load(Ordering::Relaxed);
+                if now == seen {
+                    return Some(Err(Late::Upload));
                 }
+                seen = now;
             }
         }
     }
-    tokio::time::timeout(target.response_timeout, call).await.map_err(|_| Late::Response)
 }
 
 /// How far a request body on its way upstream has come.
@@ -440,12 +513,16 @@ impl http_body::Body for Upload {
 }
 
 /// The upstream's response, passed on: hop-by-hop headers removed; a
-/// protocol switch (`101`) joins the two upgraded connections.
+/// protocol switch (`101`) joins the two upgraded connections. The kept
+/// connection goes back once the body has been read, unless the request
+/// asked to switch protocols (the connection is the tunnel's then, or in
+/// a state not worth reusing).
 fn respond(
-    mut response: Response<Incoming>,
+    Answer { mut response, lease }: Answer,
     client_upgrade: Option<(hyper::upgrade::OnUpgrade, TunnelHome)>,
 ) -> Response<GatewayBody> {
     let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+    let lease = if client_upgrade.is_some() { None } else { lease };
     match client_upgrade {
         Some((client, home)) if switching => {
             let upstream = hyper::upgrade::on(&mut response);
@@ -457,7 +534,10 @@ fn respond(
     // The client's connection has its own version (an HTTP/1.0 upstream
     // does not make the client's connection HTTP/1.0).
     *response.version_mut() = Version::default();
-    response.map(|body| body.map_err(BoxError::from).boxed_unsync())
+    match lease {
+        Some(lease) => response.map(|body| lease.returning(body).map_err(BoxError::from).boxed_unsync()),
+        None => response.map(|body| body.map_err(BoxError::from).boxed_unsync()),
+    }
 }
 
 /// Copies bytes both ways between the two sides of an upgraded
