@@ -219,6 +219,9 @@ pub async fn serve(
     let decider = Decider::new(limiter.clone(), rules.clone())
         .on_store_failure(config.on_store_failure)
         .shadow(config.shadow);
+    // Installed before the gateway's routes register their metrics (only
+    // with an HTTP listener to export them).
+    let metrics = if listeners.http.is_some() { prometheus() } else { None };
     let gateway = gateway_config
         .map(|gateway| Gateway::new(gateway, limiter, config.headers, decider.shared_stats()))
         .transpose()
@@ -255,7 +258,7 @@ pub async fn serve(
             families: config.headers,
             status: status.clone(),
             reloader,
-            metrics: prometheus(),
+            metrics,
             admin_token: config.admin_token.map(Arc::from),
             store_kind,
             gateway: gateway.clone(),

@@ -140,6 +140,40 @@ pub(crate) fn gateway_request(route: metrics::SharedString, outcome: &'static st
         .record(started.elapsed().as_secs_f64());
 }
 
+/// What became of a gateway request that found its route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Admitted,
+    Limited,
+    Refused,
+}
+
+/// One route's request metrics ([`gateway_request`]'s), registered when the
+/// route is compiled — after the server's recorder is installed — and
+/// recorded without looking them up by name on every request.
+pub(crate) struct RouteMetrics {
+    /// By [`Outcome`].
+    requests: [Counter; 3],
+    duration: Histogram,
+}
+
+impl RouteMetrics {
+    pub(crate) fn new(route: &std::sync::Arc<str>) -> RouteMetrics {
+        let route = metrics::SharedString::from(std::sync::Arc::clone(route));
+        let requests = ["admitted", "limited", "refused"].map(|outcome| {
+            metrics::counter!("slidegate_gateway_requests_total", "route" => route.clone(), "outcome" => outcome)
+        });
+        let duration = metrics::histogram!("slidegate_gateway_request_duration_seconds", "route" => route);
+        RouteMetrics { requests, duration }
+    }
+
+    /// Records a request's outcome and the time to its response head.
+    pub(crate) fn record(&self, outcome: Outcome, started: Instant) {
+        self.requests[outcome as usize].increment(1);
+        self.duration.record(started.elapsed().as_secs_f64());
+    }
+}
+
 /// Records an upstream that could not be reached, failed or did not answer in time.
 pub(crate) fn upstream_error(route: &str, kind: &'static str) {
     metrics::counter!("slidegate_gateway_upstream_errors_total", "route" => route.to_owned(), "kind" => kind)

@@ -22,18 +22,18 @@ use tower::ServiceExt as _;
 use tower_layer::Layer as _;
 
 use super::conn::TunnelHome;
+use super::forward::is_upgrade;
 use super::proxy::{Clients, Deciding, GatewayBody, Proxy, Target, plain, request_host};
 use crate::ServiceStore;
 use crate::config::{ConfigError, ConfigErrors, GatewayConfig, HostMatch, KeySpec, Route};
 use crate::stats::{Rates, ServiceStats, now_s};
-use crate::telemetry;
+use crate::telemetry::{self, Outcome, RouteMetrics};
 
 /// One route, ready: its limits around its proxy, and its rates for the
 /// status page.
 pub(crate) struct CompiledRoute {
-    /// The route's name, shared with its metrics' labels.
-    name: Arc<str>,
     service: RateLimit<Proxy, ServiceStore>,
+    metrics: RouteMetrics,
     pub(crate) rates: Arc<Rates>,
 }
 
@@ -101,8 +101,8 @@ impl Table {
             let rates = previous
                 .and_then(|p| p.route_named(&route.name))
                 .map_or_else(Arc::default, |r| Arc::clone(&r.rates));
-            let name = Arc::from(route.name.as_str());
-            routes.push(CompiledRoute { name, service: layer.layer(Proxy::new(target)), rates });
+            let metrics = RouteMetrics::new(&Arc::from(route.name.as_str()));
+            routes.push(CompiledRoute { service: layer.layer(Proxy::new(target)), metrics, rates });
         }
         let mut order: Vec<usize> = (0..config.routes.len()).collect();
         // Stable: equal routes stay in file order.
@@ -144,6 +144,10 @@ impl Table {
 /// matched on `/api/../admin` would hand an upstream that resolves it a
 /// path no route was chosen for.
 pub(crate) fn has_dot_segment(path: &str) -> bool {
+    // Most paths have none of the bytes a dot segment needs.
+    if !path.bytes().any(|b| matches!(b, b'.' | b'%' | b'\\')) {
+        return false;
+    }
     let mut decoded = String::with_capacity(path.len());
     let mut rest = path;
     while let Some(at) = rest.find('%') {
@@ -244,7 +248,9 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
         // The peer, for the key extractors and the forwarding headers.
         request.extensions_mut().insert(self.peer);
         // Where a WebSocket tunnel of this connection would run.
-        request.extensions_mut().insert(self.tunnels.clone());
+        if is_upgrade(request.headers()) {
+            request.extensions_mut().insert(self.tunnels.clone());
+        }
         let table = self.gateway.current();
         let gateway = self.gateway.clone();
         Box::pin(async move {
@@ -271,19 +277,19 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
             let Ok(response) = route.service.clone().oneshot(request).await;
             count_decision(gateway.stats(), &response, deciding);
             let outcome = match response.extensions().get::<MultiDecision>() {
-                Some(multi) if !multi.allowed => "limited",
-                Some(_) => "admitted",
+                Some(multi) if !multi.allowed => Outcome::Limited,
+                Some(_) => Outcome::Admitted,
                 // No decision: no limit applied, or a key was missing
                 // under `on_missing: reject` (the layer's 400).
                 None if response.status() == StatusCode::BAD_REQUEST && table.rejects_unidentified[index] => {
-                    "refused"
+                    Outcome::Refused
                 }
-                None => "admitted",
+                None => Outcome::Admitted,
             };
-            if outcome != "refused" {
-                route.rates.record(now_s(), outcome == "admitted");
+            if outcome != Outcome::Refused {
+                route.rates.record(now_s(), outcome == Outcome::Admitted);
             }
-            telemetry::gateway_request(route.name.clone().into(), outcome, started);
+            route.metrics.record(outcome, started);
             Ok(response)
         })
     }
