@@ -142,6 +142,22 @@ if all(gw.values()) and all(gw1.values()):
            f"nginx {added['nginx']} µs (p50 {p50['nginx']} µs; upstream {p50['direct']} µs); "
            f"at 64 connections p50 gateway {p50_64['slidegate']} µs, nginx {p50_64['nginx']} µs",
            added["slidegate"] / max(added["nginx"], 1), "<=", 1.2)
+    floor, floor1 = runs("gw-floor"), runs("gw1-floor")
+    if floor and floor1 and all("cpu_us_per_request" in r for r in gw["slidegate"] + gw["nginx"] + floor):
+        def proxy_cpu(results):
+            user = median([r["cpu_us_per_request"]["user"] for r in results])
+            system = median([r["cpu_us_per_request"]["system"] for r in results])
+            return f"user {user:.1f} + system {system:.1f} µs"
+        floor_rate = median([r["requests_per_sec"] for r in floor])
+        floor_added = median([r["latency_us"]["p50"] for r in floor1]) - p50["direct"]
+        rows.append((4, "the proxy's floor: hyper passing requests on to the same upstream and nothing else (one upstream "
+                     "connection per client connection; no routes, limits, forwarding headers, metrics or timeouts; "
+                     "`crates/slidegate-server/examples/proxy_floor.rs`, bench-only), and each proxy's CPU per request "
+                     "at 64 connections (/proc, medians)",
+                     f"floor {floor_rate:,.0f}/s ({listed(r['requests_per_sec'] for r in floor)}), "
+                     f"{floor_rate / rate['nginx']:.2f}× nginx, added p50 {floor_added} µs; CPU per request: "
+                     f"gateway {proxy_cpu(gw['slidegate'])}, floor {proxy_cpu(floor)}",
+                     f"nginx {proxy_cpu(gw['nginx'])}", "reported", None))
 else:
     not_run(4, what4, "no nginx or wrk")
 
