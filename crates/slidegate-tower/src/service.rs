@@ -103,7 +103,12 @@ where
                 }
             }
         }
-        let keys: Vec<(usize, String)> = keys.into_iter().map(|(i, key)| (i, key.into_owned())).collect();
+        let keys: Vec<(usize, String)> = if known.is_some() {
+            // Decided already: the answer's headers need the rules, not the keys.
+            keys.into_iter().map(|(i, _)| (i, String::new())).collect()
+        } else {
+            keys.into_iter().map(|(i, key)| (i, key.into_owned())).collect()
+        };
         let request = Request::from_parts(parts, body);
         // The ready service goes into the future; a clone stays for the next
         // `poll_ready` (tower's usual pattern for moving a service into a future).

@@ -106,6 +106,8 @@ pub(super) fn set_forwarding(
     let ip = peer.ip().to_canonical();
     let mut xff = String::with_capacity(64);
     let mut forwarded = String::with_capacity(64 + host.map_or(0, str::len));
+    // The four set below, in one growth of the map at most.
+    headers.reserve(4);
     if trusted {
         if let Some(previous) = joined(headers, &X_FORWARDED_FOR) {
             xff.push_str(&previous);

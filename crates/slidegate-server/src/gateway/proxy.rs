@@ -5,7 +5,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
@@ -221,20 +221,9 @@ impl Target {
             .ok()
     }
 
-    /// Sends `request` to upstream `index`: on one of its kept HTTP/1.1
-    /// connections (a lease on it comes with the answer), or through the
-    /// HTTP/2 client.
-    async fn send(&self, index: usize, mut request: Request<Upload>) -> Result<Answer, Failure> {
-        let upstream = &self.upstreams[index];
-        if let Some(conns) = &upstream.conns {
-            if !request.headers().contains_key(HOST)
-                && let Some(host) = &upstream.host
-            {
-                request.headers_mut().insert(HOST, host.clone());
-            }
-            let (response, lease) = conns.send(request).await?;
-            return Ok(Answer { response, lease: Some(lease) });
-        }
+    /// Sends `request` through the HTTP/2 client (an upstream without
+    /// kept connections).
+    async fn pooled(&self, request: Request<Upload>) -> Result<Answer, Failure> {
         match self.client.request(request).await {
             Ok(response) => Ok(Answer { response, lease: None }),
             Err(error) if error.is_connect() => Err(Failure::Connect(error.into())),
@@ -347,7 +336,20 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
         // Copied only when another upstream may be tried after this one.
         *upstream_request.headers_mut() =
             if resendable && order.peek().is_some() { headers.clone() } else { std::mem::take(&mut headers) };
-        match answer(target, target.send(index, upstream_request), sending).await {
+        // Each call is pinned here, in this future, not moved into another.
+        let upstream = &target.upstreams[index];
+        let answered = match &upstream.conns {
+            Some(conns) => {
+                if let Some(host) =
+                    upstream.host.as_ref().filter(|_| !upstream_request.headers().contains_key(HOST))
+                {
+                    upstream_request.headers_mut().insert(HOST, host.clone());
+                }
+                answer(target, pin!(conns.send(upstream_request)), sending).await
+            }
+            None => answer(target, pin!(target.pooled(upstream_request)), sending).await,
+        };
+        match answered {
             Ok(Ok(answer)) => return respond(answer, client_upgrade.zip(tunnels)),
             Ok(Err(Failure::Connect(error))) => {
                 if let Some(held_back) =
@@ -394,11 +396,11 @@ enum Late {
 }
 
 /// An upstream's response, and the lease on its kept connection.
-struct Answer {
-    response: Response<Incoming>,
+pub(crate) struct Answer {
+    pub(crate) response: Response<Incoming>,
     /// `None` through the HTTP/2 client, or when the connection cannot
     /// take another request (its request body was still being sent).
-    lease: Option<Lease>,
+    pub(crate) lease: Option<Lease>,
 }
 
 /// The upstream's response head (`call`). While the client is still
@@ -409,10 +411,9 @@ struct Answer {
 /// and its connection is not used again.
 async fn answer(
     target: &Target,
-    call: impl Future<Output = Result<Answer, Failure>>,
+    mut call: Pin<&mut impl Future<Output = Result<Answer, Failure>>>,
     sending: Option<Sending>,
 ) -> Result<Result<Answer, Failure>, Late> {
-    tokio::pin!(call);
     if let Some(sending) = sending
         // Boxed: only uploads wait this way, and their wait's state is large.
         && let Some(early) = Box::pin(while_uploading(target, call.as_mut(), sending)).await

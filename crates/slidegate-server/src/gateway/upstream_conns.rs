@@ -16,14 +16,14 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{Request, Response, Uri};
+use http::{Request, Uri};
 use http_body::Body as _;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::client::legacy::connect::HttpConnector;
 use tower_service::Service as _;
 
-use super::proxy::{BoxError, Upload};
+use super::proxy::{Answer, BoxError, Upload};
 
 /// Idle connections kept per upstream at most; more are closed.
 const MAX_IDLE: usize = 256;
@@ -60,10 +60,7 @@ impl Conns {
     /// Sends `request` (origin-form, with its `Host`) on an idle
     /// connection or a new one. A kept connection found closed before the
     /// request went out is skipped, and the request sent on another.
-    pub(crate) async fn send(
-        self: &Arc<Self>,
-        mut request: Request<Upload>,
-    ) -> Result<(Response<Incoming>, Lease), Failure> {
+    pub(crate) async fn send(self: &Arc<Self>, mut request: Request<Upload>) -> Result<Answer, Failure> {
         loop {
             let (mut sender, kept) = match self.take() {
                 Some(sender) => (sender, true),
@@ -75,7 +72,8 @@ impl Conns {
             }
             match sender.try_send_request(request).await {
                 Ok(response) => {
-                    return Ok((response, Lease { conns: Arc::clone(self), sender: Some(sender) }));
+                    let lease = Some(Lease { conns: Arc::clone(self), sender: Some(sender) });
+                    return Ok(Answer { response, lease });
                 }
                 Err(mut error) => match error.take_message() {
                     Some(unsent) if kept => request = unsent,
