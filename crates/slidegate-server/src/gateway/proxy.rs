@@ -453,7 +453,7 @@ async fn while_uploading<F: Future<Output = Result<Answer, Failure>>>(
 }
 
 /// How far a request body on its way upstream has come.
-struct Sending {
+pub(super) struct Sending {
     /// Completes when it has all been sent.
     sent: oneshot::Receiver<()>,
     /// Frames sent so far.
@@ -472,7 +472,7 @@ pub(crate) struct Upload {
 impl Upload {
     /// The body, and what tells how far it has come (`None` when there is
     /// nothing to send).
-    fn new(body: Either<Incoming, Empty<Bytes>>) -> (Upload, Option<Sending>) {
+    pub(super) fn new(body: Either<Incoming, Empty<Bytes>>) -> (Upload, Option<Sending>) {
         if body.is_end_stream() {
             return (Upload { body, sent: None, progress: None }, None);
         }

@@ -25,8 +25,11 @@ use tower_service::Service as _;
 
 use super::proxy::{Answer, BoxError, Upload};
 
-/// Idle connections kept per upstream at most; more are closed.
-const MAX_IDLE: usize = 256;
+/// Idle connections kept per upstream at most; more are closed. As many as
+/// requests a busy gateway has in flight to one upstream, so that a steady
+/// load does not open and close connections (each closed one waits out
+/// TIME_WAIT on this side).
+const MAX_IDLE: usize = 1024;
 
 /// Why an upstream gave no answer.
 pub(crate) enum Failure {
@@ -45,6 +48,8 @@ pub(crate) struct Conns {
     idle: Mutex<VecDeque<Idle>>,
     /// How long a connection may stay idle before it is closed.
     idle_timeout: Duration,
+    /// How many idle ones are kept at most ([`MAX_IDLE`]).
+    max_idle: usize,
 }
 
 struct Idle {
@@ -54,7 +59,7 @@ struct Idle {
 
 impl Conns {
     pub(crate) fn new(address: Uri, connector: HttpConnector, idle_timeout: Duration) -> Conns {
-        Conns { address, connector, idle: Mutex::default(), idle_timeout }
+        Conns { address, connector, idle: Mutex::default(), idle_timeout, max_idle: MAX_IDLE }
     }
 
     /// Sends `request` (origin-form, with its `Host`) on an idle
@@ -108,7 +113,7 @@ impl Conns {
         while idle.front().is_some_and(|oldest| oldest.since.elapsed() > self.idle_timeout) {
             idle.pop_front();
         }
-        if idle.len() < MAX_IDLE {
+        if idle.len() < self.max_idle {
             idle.push_back(Idle { since: Instant::now(), sender });
         }
     }
@@ -196,5 +201,79 @@ impl Returning {
         if let Some(mut lease) = self.lease.take() {
             lease.give_back();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use http_body_util::{BodyExt as _, Either, Empty};
+    use hyper_util::rt::TokioIo;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// An HTTP/1.1 server answering `ok` on 127.0.0.1, counting its connections.
+    async fn server() -> (Uri, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address: Uri = format!("http://{}/", listener.local_addr().unwrap()).parse().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(|_| async {
+                        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+                            Bytes::from_static(b"ok"),
+                        )))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        (address, accepted)
+    }
+
+    async fn get(conns: &Arc<Conns>, address: &Uri) -> Bytes {
+        let (body, _) = Upload::new(Either::Right(Empty::new()));
+        let mut request = Request::new(body);
+        *request.uri_mut() = Uri::from_static("/");
+        let host = address.authority().unwrap().as_str().parse().unwrap();
+        request.headers_mut().insert(http::header::HOST, host);
+        let Ok(Answer { response, lease }) = conns.send(request).await else { panic!("no answer") };
+        let body = lease.unwrap().returning(response.into_body());
+        body.collect().await.unwrap().to_bytes()
+    }
+
+    #[tokio::test]
+    async fn a_connection_read_to_its_end_is_kept_until_it_has_idled_too_long() {
+        let (address, accepted) = server().await;
+        let idle = Duration::from_millis(100);
+        let conns = Arc::new(Conns::new(address.clone(), HttpConnector::new(), idle));
+        assert_eq!(get(&conns, &address).await, "ok");
+        assert_eq!(get(&conns, &address).await, "ok");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "the second request took the kept connection");
+        assert_eq!(conns.idle.lock().unwrap().len(), 1);
+        tokio::time::sleep(idle * 2).await;
+        assert!(conns.take().is_none(), "idle too long: closed, not lent");
+        assert!(conns.idle.lock().unwrap().is_empty());
+        assert_eq!(get(&conns, &address).await, "ok");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn no_more_than_the_cap_are_kept() {
+        let (address, _) = server().await;
+        let conns =
+            Conns { max_idle: 4, ..Conns::new(address, HttpConnector::new(), Duration::from_secs(60)) };
+        for _ in 0..7 {
+            let sender = conns.open().await.unwrap_or_else(|_| panic!("connect"));
+            conns.put(sender);
+        }
+        assert_eq!(conns.idle.lock().unwrap().len(), 4);
     }
 }
