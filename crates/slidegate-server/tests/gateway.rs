@@ -495,8 +495,12 @@ async fn routes_by_host_path_and_method_most_specific_first() {
     assert_eq!(seen["uri"], "/own-host/x");
     assert_eq!(received_one(&seen, "host"), up.addr.to_string());
     assert_eq!(received_one(&seen, "x-forwarded-host"), "client.test");
+    // Nothing to change in the path (no base path, no prefix cut): it and
+    // the query arrive as they were sent, encoded bytes and all.
+    let seen = echo("GET", &gateway.url("/own-host/a%20b/c?q=%2F&r&=x"), &[]).await;
+    assert_eq!(seen["uri"], "/own-host/a%20b/c?q=%2F&r&=x");
 
-    assert_eq!(up.hits(), 13, "the 404s never reached the upstream");
+    assert_eq!(up.hits(), 14, "the 404s never reached the upstream");
     gateway.stop().await;
 }
 

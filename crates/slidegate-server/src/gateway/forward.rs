@@ -122,7 +122,7 @@ pub(super) fn set_forwarding(
             headers.remove(name);
         }
     }
-    let _ = write!(xff, "{ip}");
+    push_ip(&mut xff, ip);
     set(headers, X_FORWARDED_FOR, xff);
     if !trusted || !headers.contains_key(X_FORWARDED_PROTO) {
         headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
@@ -132,16 +132,48 @@ pub(super) fn set_forwarding(
     {
         headers.insert(X_FORWARDED_HOST, host.clone());
     }
-    let _ = match ip {
-        IpAddr::V4(v4) => write!(forwarded, "for={v4};proto=http"),
-        IpAddr::V6(v6) => write!(forwarded, "for=\"[{v6}]\";proto=http"),
-    };
+    match ip {
+        IpAddr::V4(_) => {
+            forwarded.push_str("for=");
+            push_ip(&mut forwarded, ip);
+        }
+        IpAddr::V6(v6) => {
+            let _ = write!(forwarded, "for=\"[{v6}]\"");
+        }
+    }
+    forwarded.push_str(";proto=http");
     if let Some(host) = host {
         forwarded.push_str(";host=\"");
         forwarded.extend(host.chars().filter(|c| *c != '"' && *c != '\\'));
         forwarded.push('"');
     }
     set(headers, header::FORWARDED, forwarded);
+}
+
+/// Writes `ip` as text: an IPv4 address's four numbers by hand (the
+/// formatter's padding support costs more than the address), IPv6 through
+/// the formatter.
+fn push_ip(out: &mut String, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                if octet >= 100 {
+                    out.push(char::from(b'0' + octet / 100));
+                }
+                if octet >= 10 {
+                    out.push(char::from(b'0' + octet / 10 % 10));
+                }
+                out.push(char::from(b'0' + octet % 10));
+            }
+        }
+        IpAddr::V6(v6) => {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{v6}");
+        }
+    }
 }
 
 /// A header's values joined with `, ` (several lines are one list).
@@ -206,6 +238,21 @@ mod tests {
         remove_hop_by_hop(&mut h, true);
         assert_eq!(h[header::UPGRADE], "websocket");
         assert_eq!(h[header::CONNECTION], "upgrade");
+    }
+
+    #[test]
+    fn addresses_are_written_as_the_formatter_writes_them() {
+        let mut addresses: Vec<IpAddr> =
+            ["0.0.0.0", "255.255.255.255", "10.0.100.9", "127.0.0.1", "2001:db8::1", "::ffff:1.2.3.4"]
+                .iter()
+                .map(|a| a.parse().unwrap())
+                .collect();
+        addresses.extend((0..=255u8).map(|n| IpAddr::from([n, 255 - n, n / 3, 7])));
+        for ip in addresses {
+            let mut written = String::new();
+            push_ip(&mut written, ip);
+            assert_eq!(written, ip.to_string());
+        }
     }
 
     #[test]

@@ -199,17 +199,27 @@ impl Target {
         if let Some(prefix) = &self.strip_prefix {
             path = path.strip_prefix(prefix.as_str()).unwrap_or(path);
         }
-        let mut target = String::with_capacity(upstream.base_path.len() + path.len() + 32);
-        target.push_str(&upstream.base_path);
-        if !path.starts_with('/') {
-            target.push('/');
-        }
-        target.push_str(path);
-        if let Some(query) = uri.query() {
-            target.push('?');
-            target.push_str(query);
-        }
-        let path_and_query = PathAndQuery::try_from(target).ok()?;
+        let path_and_query = match uri.path_and_query() {
+            // Nothing to change: the request's own, shared rather than rebuilt.
+            Some(same)
+                if self.strip_prefix.is_none() && upstream.base_path.is_empty() && path.starts_with('/') =>
+            {
+                same.clone()
+            }
+            _ => {
+                let mut target = String::with_capacity(upstream.base_path.len() + path.len() + 32);
+                target.push_str(&upstream.base_path);
+                if !path.starts_with('/') {
+                    target.push('/');
+                }
+                target.push_str(path);
+                if let Some(query) = uri.query() {
+                    target.push('?');
+                    target.push_str(query);
+                }
+                PathAndQuery::try_from(target).ok()?
+            }
+        };
         if upstream.conns.is_some() {
             return Some(Uri::from(path_and_query));
         }
