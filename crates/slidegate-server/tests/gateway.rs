@@ -1059,6 +1059,8 @@ enum Ending {
     IdleFor(Duration),
     /// Answers `connection: close` and closes after each answer.
     EachAnswer,
+    /// Never answers; keeps the connection until the other side closes it.
+    Never,
 }
 
 /// An HTTP/1.1 upstream written by hand: answers every request head with
@@ -1067,6 +1069,8 @@ enum Ending {
 struct RawUpstream {
     addr: SocketAddr,
     connections: Arc<AtomicUsize>,
+    /// Connections open now.
+    open: Arc<AtomicUsize>,
     requests: Arc<AtomicUsize>,
     task: JoinHandle<()>,
 }
@@ -1075,16 +1079,22 @@ async fn raw_upstream(listener: TcpListener, ending: Ending) -> RawUpstream {
     let addr = listener.local_addr().expect("addr");
     let connections = Arc::new(AtomicUsize::new(0));
     let requests = Arc::new(AtomicUsize::new(0));
-    let (accepted, answered) = (Arc::clone(&connections), Arc::clone(&requests));
+    let open = Arc::new(AtomicUsize::new(0));
+    let (accepted, answered, now_open) = (Arc::clone(&connections), Arc::clone(&requests), Arc::clone(&open));
     let task = tokio::spawn(async move {
-        let mut open = tokio::task::JoinSet::new();
+        let mut tasks = tokio::task::JoinSet::new();
         loop {
             let Ok((stream, _)) = listener.accept().await else { continue };
             accepted.fetch_add(1, Ordering::SeqCst);
-            open.spawn(serve_raw(stream, ending, Arc::clone(&answered)));
+            now_open.fetch_add(1, Ordering::SeqCst);
+            let (answered, now_open) = (Arc::clone(&answered), Arc::clone(&now_open));
+            tasks.spawn(async move {
+                serve_raw(stream, ending, answered).await;
+                now_open.fetch_sub(1, Ordering::SeqCst);
+            });
         }
     });
-    RawUpstream { addr, connections, requests, task }
+    RawUpstream { addr, connections, open, requests, task }
 }
 
 async fn serve_raw(mut stream: TcpStream, ending: Ending, answered: Arc<AtomicUsize>) {
@@ -1094,7 +1104,7 @@ async fn serve_raw(mut stream: TcpStream, ending: Ending, answered: Arc<AtomicUs
         while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
             let read = match ending {
                 Ending::IdleFor(idle) => tokio::time::timeout(idle, stream.read(&mut chunk)).await,
-                Ending::EachAnswer => Ok(stream.read(&mut chunk).await),
+                Ending::EachAnswer | Ending::Never => Ok(stream.read(&mut chunk).await),
             };
             match read {
                 Ok(Ok(n)) if n > 0 => buffer.extend_from_slice(&chunk[..n]),
@@ -1104,6 +1114,11 @@ async fn serve_raw(mut stream: TcpStream, ending: Ending, answered: Arc<AtomicUs
         let end = buffer.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
         buffer.drain(..end);
         answered.fetch_add(1, Ordering::SeqCst);
+        if matches!(ending, Ending::Never) {
+            // Until the other side closes.
+            while stream.read(&mut chunk).await.is_ok_and(|n| n > 0) {}
+            return;
+        }
         let close = matches!(ending, Ending::EachAnswer);
         let answer = format!(
             "HTTP/1.1 200 OK\r\ncontent-length: 3\r\n{}\r\nok\n",
@@ -1179,6 +1194,26 @@ async fn an_upstream_that_ends_its_connections_loses_no_request() {
     }
     assert_eq!(closing.connections.load(Ordering::SeqCst), 10);
     gateway_closing.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_never_answers_is_left_no_connection_open() {
+    let silent = raw_upstream(TcpListener::bind("127.0.0.1:0").await.expect("bind"), Ending::Never).await;
+    let yaml = "response_timeout: 200ms\nroutes:\n  - name: r\n    upstreams: [http://UP]\n";
+    let gateway = gateway(&fill(yaml, &[("UP", silent.addr)])).await;
+    let url = gateway.url("/");
+    let asks = (0..10).map(|_| get(&url, &[]));
+    for (status, _, _) in futures::future::join_all(asks).await {
+        assert_eq!(status, 504);
+    }
+    assert_eq!(silent.requests.load(Ordering::SeqCst), 10);
+    // A connection whose answer never came is closed, not kept or left open.
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    while silent.open.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(silent.open.load(Ordering::SeqCst), 0, "connections left open to a silent upstream");
+    gateway.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
