@@ -11,7 +11,8 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,9 @@ pub(crate) struct Conns {
     idle_timeout: Duration,
     /// How many idle ones are kept at most ([`MAX_IDLE`]).
     max_idle: usize,
+    /// Whether the task closing connections idle too long has started
+    /// (with the first connection kept).
+    reaping: AtomicBool,
 }
 
 struct Idle {
@@ -59,7 +63,14 @@ struct Idle {
 
 impl Conns {
     pub(crate) fn new(address: Uri, connector: HttpConnector, idle_timeout: Duration) -> Conns {
-        Conns { address, connector, idle: Mutex::default(), idle_timeout, max_idle: MAX_IDLE }
+        Conns {
+            address,
+            connector,
+            idle: Mutex::default(),
+            idle_timeout,
+            max_idle: MAX_IDLE,
+            reaping: AtomicBool::new(false),
+        }
     }
 
     /// Sends `request` (origin-form, with its `Host`) on an idle
@@ -105,17 +116,32 @@ impl Conns {
     }
 
     /// Keeps `sender` for the next request; closes those idle too long.
-    fn put(&self, sender: SendRequest<Upload>) {
+    fn put(self: &Arc<Self>, sender: SendRequest<Upload>) {
         if sender.is_closed() {
             return;
         }
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        while idle.front().is_some_and(|oldest| oldest.since.elapsed() > self.idle_timeout) {
-            idle.pop_front();
+        if !self.reaping.swap(true, Ordering::Relaxed) {
+            self.reap(Arc::downgrade(self));
         }
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        expire(&mut idle, self.idle_timeout);
         if idle.len() < self.max_idle {
             idle.push_back(Idle { since: Instant::now(), sender });
         }
+    }
+
+    /// Closes the connections idle too long every half of the idle
+    /// timeout, also when no request comes to do it; ends with `conns`.
+    fn reap(&self, conns: Weak<Conns>) {
+        let every = (self.idle_timeout / 2).max(Duration::from_millis(10));
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(conns) = conns.upgrade() else { return };
+                expire(&mut conns.idle.lock().unwrap_or_else(PoisonError::into_inner), conns.idle_timeout);
+            }
+        });
     }
 
     /// A new connection, driven by a task of its own.
@@ -134,6 +160,14 @@ impl Conns {
             }
         });
         Ok(sender)
+    }
+}
+
+/// Closes the connections of `idle` idle longer than `timeout` (the oldest
+/// are first).
+fn expire(idle: &mut VecDeque<Idle>, timeout: Duration) {
+    while idle.front().is_some_and(|oldest| oldest.since.elapsed() > timeout) {
+        idle.pop_front();
     }
 }
 
@@ -258,9 +292,13 @@ mod tests {
         assert_eq!(get(&conns, &address).await, "ok");
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "the second request took the kept connection");
         assert_eq!(conns.idle.lock().unwrap().len(), 1);
-        tokio::time::sleep(idle * 2).await;
-        assert!(conns.take().is_none(), "idle too long: closed, not lent");
-        assert!(conns.idle.lock().unwrap().is_empty());
+        // Closed by the reaper, with no request to find it too old.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !conns.idle.lock().unwrap().is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(idle / 4).await;
+        }
+        assert!(conns.idle.lock().unwrap().is_empty(), "idle too long: closed");
+        assert!(conns.take().is_none());
         assert_eq!(get(&conns, &address).await, "ok");
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
@@ -268,8 +306,10 @@ mod tests {
     #[tokio::test]
     async fn no_more_than_the_cap_are_kept() {
         let (address, _) = server().await;
-        let conns =
-            Conns { max_idle: 4, ..Conns::new(address, HttpConnector::new(), Duration::from_secs(60)) };
+        let conns = Arc::new(Conns {
+            max_idle: 4,
+            ..Conns::new(address, HttpConnector::new(), Duration::from_secs(60))
+        });
         for _ in 0..7 {
             let sender = conns.open().await.unwrap_or_else(|_| panic!("connect"));
             conns.put(sender);
