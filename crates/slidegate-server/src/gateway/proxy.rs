@@ -129,17 +129,18 @@ impl Target {
             .iter()
             .filter_map(|uri| {
                 let (scheme, authority) = (uri.scheme()?.clone(), uri.authority()?.clone());
-                let conns = (!route.http2).then(|| {
-                    let address = Uri::builder()
-                        .scheme(scheme.clone())
-                        .authority(authority.clone())
-                        .path_and_query("/")
-                        .build();
-                    address.ok().map(|a| Arc::new(Conns::new(a, clients.connector.clone(), IDLE_TIMEOUT)))
-                });
+                // What the connector connects to: `http://authority/`.
+                let address =
+                    Uri::builder().scheme(scheme.clone()).authority(authority.clone()).path_and_query("/");
+                let conns = match address.build() {
+                    Ok(address) if !route.http2 => {
+                        Some(Arc::new(Conns::new(address, clients.connector.clone(), IDLE_TIMEOUT)))
+                    }
+                    _ => None,
+                };
                 Some(Upstream {
                     host: HeaderValue::from_str(authority.as_str()).ok(),
-                    conns: conns.flatten(),
+                    conns,
                     scheme,
                     authority,
                     base_path: uri.path().trim_end_matches('/').to_owned(),
