@@ -158,8 +158,8 @@ pub(crate) struct RouteMetrics {
 }
 
 impl RouteMetrics {
-    pub(crate) fn new(route: &std::sync::Arc<str>) -> RouteMetrics {
-        let route = metrics::SharedString::from(std::sync::Arc::clone(route));
+    pub(crate) fn new(route: std::sync::Arc<str>) -> RouteMetrics {
+        let route = metrics::SharedString::from(route);
         let requests = ["admitted", "limited", "refused"].map(|outcome| {
             metrics::counter!("slidegate_gateway_requests_total", "route" => route.clone(), "outcome" => outcome)
         });

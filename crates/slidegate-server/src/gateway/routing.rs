@@ -101,7 +101,7 @@ impl Table {
             let rates = previous
                 .and_then(|p| p.route_named(&route.name))
                 .map_or_else(Arc::default, |r| Arc::clone(&r.rates));
-            let metrics = RouteMetrics::new(&Arc::from(route.name.as_str()));
+            let metrics = RouteMetrics::new(Arc::from(route.name.as_str()));
             routes.push(CompiledRoute { service: layer.layer(Proxy::new(target)), metrics, rates });
         }
         let mut order: Vec<usize> = (0..config.routes.len()).collect();
