@@ -112,6 +112,12 @@ async fn gateway(yaml: &str) -> Gateway {
     Gateway { addr, api, file, _dir: dir, stop: Some(stop), task: Some(task) }
 }
 
+/// A gateway with `settings` (YAML lines, or none) and one route, `r`, of
+/// every request to `upstream`.
+async fn one_route(upstream: SocketAddr, settings: &str) -> Gateway {
+    gateway(&format!("{settings}routes:\n  - name: r\n    upstreams: [http://{upstream}]\n")).await
+}
+
 /// `yaml` with each `(placeholder, address)` written in.
 fn fill(yaml: &str, upstreams: &[(&str, SocketAddr)]) -> String {
     upstreams.iter().fold(yaml.to_owned(), |yaml, (name, addr)| yaml.replace(name, &addr.to_string()))
@@ -781,8 +787,7 @@ async fn an_untrusted_client_cannot_pick_its_key_or_forge_forwarding_headers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hop_by_hop_headers_stop_at_the_gateway_both_ways() {
     let up = upstream("up").await;
-    let yaml = "routes:\n  - name: r\n    upstreams: [http://UP]\n";
-    let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
+    let gateway = one_route(up.addr, "").await;
     let (status, headers, text) = support::http(
         "GET",
         &gateway.url("/hop"),
@@ -885,8 +890,7 @@ const SIXTY_FOUR_MIB: u64 = 64 * 1024 * 1024;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_bodies_stream_through_whole_both_ways() {
     let up = upstream("up").await;
-    let yaml = "routes:\n  - name: r\n    upstreams: [http://UP]\n";
-    let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
+    let gateway = one_route(up.addr, "").await;
     let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build_http();
 
     // Upload: 64 MiB in 64 KiB pieces, chunked (no content-length).
@@ -1024,8 +1028,7 @@ async fn a_slow_upstream_is_504() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_upload_is_504() {
     let up = upstream("up").await;
-    let yaml = "response_timeout: 300ms\nroutes:\n  - name: r\n    upstreams: [http://UP]\n";
-    let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
+    let gateway = one_route(up.addr, "response_timeout: 300ms\n").await;
     // A chunked body that sends one chunk, then nothing more.
     let mut stream = tokio::net::TcpStream::connect(gateway.addr).await.expect("connect");
     let head = "POST /count HTTP/1.1\r\nhost: app.test\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n";
@@ -1133,8 +1136,7 @@ async fn serve_raw(mut stream: TcpStream, ending: Ending, answered: Arc<AtomicUs
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_connections_are_kept_and_shared_by_client_connections() {
     let up = upstream("up").await;
-    let yaml = "routes:\n  - name: r\n    upstreams: [http://UP]\n";
-    let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
+    let gateway = one_route(up.addr, "").await;
     // One request at a time, each on a new client connection: one
     // upstream connection carries them all.
     for i in 0..20 {
@@ -1165,7 +1167,6 @@ async fn upstream_connections_are_kept_and_shared_by_client_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_ends_its_connections_loses_no_request() {
-    let yaml = "routes:\n  - name: r\n    upstreams: [http://UP]\n";
     // A keep-alive timeout shorter than the pauses between requests: each
     // request finds its kept connection closed, and takes a new one.
     let idle = raw_upstream(
@@ -1173,7 +1174,7 @@ async fn an_upstream_that_ends_its_connections_loses_no_request() {
         Ending::IdleFor(Duration::from_millis(50)),
     )
     .await;
-    let gateway_idle = gateway(&fill(yaml, &[("UP", idle.addr)])).await;
+    let gateway_idle = one_route(idle.addr, "").await;
     for _ in 0..4 {
         let (status, _, body) = get(&gateway_idle.url("/"), &[]).await;
         assert_eq!((status, body.as_str()), (200, "ok\n"));
@@ -1186,7 +1187,7 @@ async fn an_upstream_that_ends_its_connections_loses_no_request() {
     // `connection: close` on every answer: never kept, never failed.
     let closing =
         raw_upstream(TcpListener::bind("127.0.0.1:0").await.expect("bind"), Ending::EachAnswer).await;
-    let gateway_closing = gateway(&fill(yaml, &[("UP", closing.addr)])).await;
+    let gateway_closing = one_route(closing.addr, "").await;
     for _ in 0..10 {
         let (status, headers, body) = get(&gateway_closing.url("/"), &[]).await;
         assert_eq!((status, body.as_str()), (200, "ok\n"));
@@ -1199,8 +1200,7 @@ async fn an_upstream_that_ends_its_connections_loses_no_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_never_answers_is_left_no_connection_open() {
     let silent = raw_upstream(TcpListener::bind("127.0.0.1:0").await.expect("bind"), Ending::Never).await;
-    let yaml = "response_timeout: 200ms\nroutes:\n  - name: r\n    upstreams: [http://UP]\n";
-    let gateway = gateway(&fill(yaml, &[("UP", silent.addr)])).await;
+    let gateway = one_route(silent.addr, "response_timeout: 200ms\n").await;
     let url = gateway.url("/");
     let asks = (0..10).map(|_| get(&url, &[]));
     for (status, _, _) in futures::future::join_all(asks).await {
@@ -1221,8 +1221,7 @@ async fn a_restarted_upstream_is_reached_on_new_connections() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let first = raw_upstream(listener, Ending::IdleFor(HANG_GUARD)).await;
-    let yaml = "routes:\n  - name: r\n    upstreams: [http://UP]\n";
-    let gateway = gateway(&fill(yaml, &[("UP", addr)])).await;
+    let gateway = one_route(addr, "").await;
     // Several kept connections.
     let mut clients: Vec<Connection> = Vec::new();
     for _ in 0..4 {
@@ -1252,8 +1251,7 @@ async fn a_restarted_upstream_is_reached_on_new_connections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_cut_short_or_early_leave_no_broken_connection_behind() {
     let up = upstream("up").await;
-    let yaml = "routes:\n  - name: r\n    upstreams: [http://UP]\n";
-    let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
+    let gateway = one_route(up.addr, "").await;
     let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build_http();
     for _ in 0..3 {
         // A download the client stops reading and drops after its first frame.
@@ -1351,8 +1349,7 @@ routes:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_over_max_header_bytes_is_431() {
     let up = upstream("up").await;
-    let yaml = "max_header_bytes: 8192\nroutes:\n  - name: r\n    upstreams: [http://UP]\n";
-    let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
+    let gateway = one_route(up.addr, "max_header_bytes: 8192\n").await;
     let request = |filler: usize| {
         format!(
             "GET /x HTTP/1.1\r\nhost: app.test\r\nx-filler: {}\r\nconnection: close\r\n\r\n",

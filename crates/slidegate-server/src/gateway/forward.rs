@@ -101,7 +101,6 @@ pub(super) fn set_forwarding(
     trusted: bool,
     host_value: Option<&HeaderValue>,
 ) {
-    use std::fmt::Write as _;
     let host = host_value.and_then(|h| h.to_str().ok());
     let ip = peer.ip().to_canonical();
     let mut xff = String::with_capacity(64);
@@ -127,21 +126,16 @@ pub(super) fn set_forwarding(
     if !trusted || !headers.contains_key(X_FORWARDED_PROTO) {
         headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
     }
-    if let Some(host) = host_value.filter(|_| host.is_some())
+    if let (Some(value), Some(_)) = (host_value, host)
         && (!trusted || !headers.contains_key(X_FORWARDED_HOST))
     {
-        headers.insert(X_FORWARDED_HOST, host.clone());
+        headers.insert(X_FORWARDED_HOST, value.clone());
     }
-    match ip {
-        IpAddr::V4(_) => {
-            forwarded.push_str("for=");
-            push_ip(&mut forwarded, ip);
-        }
-        IpAddr::V6(v6) => {
-            let _ = write!(forwarded, "for=\"[{v6}]\"");
-        }
-    }
-    forwarded.push_str(";proto=http");
+    // An IPv6 node is quoted and bracketed (RFC 7239 §6).
+    let v6 = ip.is_ipv6();
+    forwarded.push_str(if v6 { "for=\"[" } else { "for=" });
+    push_ip(&mut forwarded, ip);
+    forwarded.push_str(if v6 { "]\";proto=http" } else { ";proto=http" });
     if let Some(host) = host {
         forwarded.push_str(";host=\"");
         forwarded.extend(host.chars().filter(|c| *c != '"' && *c != '\\'));
