@@ -1064,6 +1064,11 @@ enum Ending {
     EachAnswer,
     /// Never answers; keeps the connection until the other side closes it.
     Never,
+    /// Answers the first request on each connection; at the second, closes
+    /// the connection unanswered (a keep-alive timeout met as the request
+    /// came): after reading it (`read: true`, a FIN), or with it unread (a
+    /// reset).
+    ClosesAtSecond { read: bool },
 }
 
 /// An HTTP/1.1 upstream written by hand: answers every request head with
@@ -1103,11 +1108,20 @@ async fn raw_upstream(listener: TcpListener, ending: Ending) -> RawUpstream {
 async fn serve_raw(mut stream: TcpStream, ending: Ending, answered: Arc<AtomicUsize>) {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 4096];
+    let mut served = 0;
     loop {
+        if let (Ending::ClosesAtSecond { read: false }, 1) = (ending, served) {
+            // Closed with the request unread: the peer gets a reset.
+            let _ = stream.readable().await;
+            answered.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
         while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
             let read = match ending {
                 Ending::IdleFor(idle) => tokio::time::timeout(idle, stream.read(&mut chunk)).await,
-                Ending::EachAnswer | Ending::Never => Ok(stream.read(&mut chunk).await),
+                Ending::EachAnswer | Ending::Never | Ending::ClosesAtSecond { .. } => {
+                    Ok(stream.read(&mut chunk).await)
+                }
             };
             match read {
                 Ok(Ok(n)) if n > 0 => buffer.extend_from_slice(&chunk[..n]),
@@ -1117,9 +1131,13 @@ async fn serve_raw(mut stream: TcpStream, ending: Ending, answered: Arc<AtomicUs
         let end = buffer.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
         buffer.drain(..end);
         answered.fetch_add(1, Ordering::SeqCst);
+        served += 1;
         if matches!(ending, Ending::Never) {
             // Until the other side closes.
             while stream.read(&mut chunk).await.is_ok_and(|n| n > 0) {}
+            return;
+        }
+        if let (Ending::ClosesAtSecond { .. }, 2) = (ending, served) {
             return;
         }
         let close = matches!(ending, Ending::EachAnswer);
@@ -1195,6 +1213,35 @@ async fn an_upstream_that_ends_its_connections_loses_no_request() {
     }
     assert_eq!(closing.connections.load(Ordering::SeqCst), 10);
     gateway_closing.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_connection_closed_as_a_request_came_is_tried_again_when_that_is_safe() {
+    for read in [true, false] {
+        let up = raw_upstream(
+            TcpListener::bind("127.0.0.1:0").await.expect("bind"),
+            Ending::ClosesAtSecond { read },
+        )
+        .await;
+        let gateway = one_route(up.addr, "").await;
+        let url = gateway.url("/");
+        assert_eq!(get(&url, &[]).await.0, 200);
+        // Idle long enough for an upstream's keep-alive timeout: the kept
+        // connection is closed under the next GET, which is sent again on
+        // a new connection.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let (status, _, body) = get(&url, &[]).await;
+        assert_eq!((status, body.as_str()), (200, "ok\n"), "read: {read}");
+        assert_eq!(up.requests.load(Ordering::SeqCst), 3, "read: {read}");
+        assert_eq!(up.connections.load(Ordering::SeqCst), 2, "read: {read}");
+        // A POST is never sent twice: the client hears that it failed.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let (status, _, _) = support::http("POST", &url, "a body", &[]).await;
+        assert_eq!(status, 502, "read: {read}");
+        assert_eq!(up.requests.load(Ordering::SeqCst), 4, "read: {read}");
+        assert_eq!(up.connections.load(Ordering::SeqCst), 2, "read: {read}");
+        gateway.stop().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

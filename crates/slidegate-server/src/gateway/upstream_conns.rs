@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Request, Uri};
 use http_body::Body as _;
+use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -31,6 +32,15 @@ use super::proxy::{Answer, BoxError, Upload};
 /// load does not open and close connections (each closed one waits out
 /// TIME_WAIT on this side).
 const MAX_IDLE: usize = 1024;
+
+/// A kept connection idle at least this long may be closed by its
+/// upstream (its keep-alive timeout: 5 s for Node.js, Apache and uvicorn,
+/// 2 s for gunicorn) just as a request goes out on it. A request without a
+/// body and with an idempotent method sent on one is then sent once more,
+/// on a new connection, as nginx does: a copy of its head is kept until
+/// the answer comes. Under load connections idle for far less, and no
+/// copy is made.
+const STALE_AFTER: Duration = Duration::from_millis(250);
 
 /// Why an upstream gave no answer.
 pub(crate) enum Failure {
@@ -76,40 +86,52 @@ impl Conns {
     /// Sends `request` (origin-form, with its `Host`) on an idle
     /// connection or a new one. A kept connection found closed before the
     /// request went out is skipped, and the request sent on another.
+    ///
+    /// A request without a body and with an idempotent method, sent on a
+    /// connection kept idle for [`STALE_AFTER`] or more that then closes
+    /// without an answer, is sent once more on a new connection.
     pub(crate) async fn send(self: &Arc<Self>, mut request: Request<Upload>) -> Result<Answer, Failure> {
+        let mut fresh = false;
         loop {
-            let (mut sender, kept) = match self.take() {
-                Some(sender) => (sender, true),
+            let (mut sender, idled) = match if fresh { None } else { self.take() } {
+                Some((sender, idled)) => (sender, Some(idled)),
                 // Boxed: the handshake's state is large, and rarely needed.
-                None => (Box::pin(self.open()).await?, false),
+                None => (Box::pin(self.open()).await?, None),
             };
-            if kept && sender.ready().await.is_err() {
+            if idled.is_some() && sender.ready().await.is_err() {
                 continue;
             }
+            let again = idled.filter(|idled| *idled >= STALE_AFTER).and_then(|_| resendable(&request));
             match sender.try_send_request(request).await {
                 Ok(response) => {
                     let lease = Some(Lease { conns: Arc::clone(self), sender: Some(sender) });
                     return Ok(Answer { response, lease });
                 }
-                Err(mut error) => match error.take_message() {
-                    Some(unsent) if kept => request = unsent,
+                Err(mut error) => match (error.take_message(), again) {
+                    (Some(unsent), _) if idled.is_some() => request = unsent,
+                    (_, Some(copy)) if closed_unanswered(error.error()) => {
+                        request = copy;
+                        fresh = true;
+                    }
                     _ => return Err(Failure::Failed(error.into_error().into())),
                 },
             }
         }
     }
 
-    /// The most recently used idle connection still open.
-    fn take(&self) -> Option<SendRequest<Upload>> {
+    /// The most recently used idle connection still open, and how long it
+    /// has been idle.
+    fn take(&self) -> Option<(SendRequest<Upload>, Duration)> {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         while let Some(Idle { since, sender }) = idle.pop_back() {
-            if since.elapsed() > self.idle_timeout {
+            let idled = since.elapsed();
+            if idled > self.idle_timeout {
                 // The others have waited longer still.
                 idle.clear();
                 return None;
             }
             if !sender.is_closed() {
-                return Some(sender);
+                return Some((sender, idled));
             }
         }
         None
@@ -161,6 +183,33 @@ impl Conns {
         });
         Ok(sender)
     }
+}
+
+/// A copy of `request` to send again if it is not answered: only of one
+/// without a body and with an idempotent method (no upload is consumed by
+/// sending, and sending it twice changes nothing more than once).
+fn resendable(request: &Request<Upload>) -> Option<Request<Upload>> {
+    if !request.method().is_idempotent() || !request.body().is_end_stream() {
+        return None;
+    }
+    let (empty, _) = Upload::new(Either::Right(Empty::new()));
+    let mut copy = Request::new(empty);
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    Some(copy)
+}
+
+/// Whether the upstream closed the connection instead of answering: with
+/// a FIN after reading the request, or a reset for the request it did not
+/// read (it had closed the connection as the request came).
+fn closed_unanswered(error: &hyper::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    error.is_incomplete_message()
+        || std::error::Error::source(error)
+            .and_then(|source| source.downcast_ref::<std::io::Error>())
+            .is_some_and(|io| matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted))
 }
 
 /// Closes the connections of `idle` idle longer than `timeout` (the oldest
@@ -242,7 +291,7 @@ impl Returning {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use http_body_util::{BodyExt as _, Either, Empty};
+    use http_body_util::BodyExt as _;
     use hyper_util::rt::TokioIo;
     use tokio::net::TcpListener;
 
