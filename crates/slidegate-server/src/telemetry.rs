@@ -130,14 +130,17 @@ pub(crate) fn reload(ok: bool) {
         .increment(1);
 }
 
-/// Records a gateway request's outcome and the time to its response head.
-///
-/// `route` is shared (`Arc<str>` or a static name): no copy per request.
+/// The gateway's requests by route and outcome.
+const GATEWAY_REQUESTS: &str = "slidegate_gateway_requests_total";
+/// The gateway's time to a response head, by route.
+const GATEWAY_DURATION: &str = "slidegate_gateway_request_duration_seconds";
+
+/// Records the outcome of a gateway request that found no route to take
+/// it (`refused`, `no_route`) and the time to its response head. Routed
+/// requests are recorded by their route's [`RouteMetrics`].
 pub(crate) fn gateway_request(route: metrics::SharedString, outcome: &'static str, started: Instant) {
-    metrics::counter!("slidegate_gateway_requests_total", "route" => route.clone(), "outcome" => outcome)
-        .increment(1);
-    metrics::histogram!("slidegate_gateway_request_duration_seconds", "route" => route)
-        .record(started.elapsed().as_secs_f64());
+    metrics::counter!(GATEWAY_REQUESTS, "route" => route.clone(), "outcome" => outcome).increment(1);
+    metrics::histogram!(GATEWAY_DURATION, "route" => route).record(started.elapsed().as_secs_f64());
 }
 
 /// What became of a gateway request that found its route.
@@ -148,11 +151,24 @@ pub(crate) enum Outcome {
     Refused,
 }
 
-/// One route's request metrics ([`gateway_request`]'s), registered when the
-/// route is compiled — after the server's recorder is installed — and
-/// recorded without looking them up by name on every request.
+impl Outcome {
+    const ALL: [Outcome; 3] = [Outcome::Admitted, Outcome::Limited, Outcome::Refused];
+
+    /// Its `outcome` label.
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Admitted => "admitted",
+            Outcome::Limited => "limited",
+            Outcome::Refused => "refused",
+        }
+    }
+}
+
+/// One route's request metrics, registered when the route is compiled —
+/// after the server's recorder is installed — and recorded without looking
+/// them up by name on every request.
 pub(crate) struct RouteMetrics {
-    /// By [`Outcome`].
+    /// By [`Outcome`], in [`Outcome::ALL`]'s order.
     requests: [Counter; 3],
     duration: Histogram,
 }
@@ -160,10 +176,10 @@ pub(crate) struct RouteMetrics {
 impl RouteMetrics {
     pub(crate) fn new(route: std::sync::Arc<str>) -> RouteMetrics {
         let route = metrics::SharedString::from(route);
-        let requests = ["admitted", "limited", "refused"].map(|outcome| {
-            metrics::counter!("slidegate_gateway_requests_total", "route" => route.clone(), "outcome" => outcome)
+        let requests = Outcome::ALL.map(|outcome| {
+            metrics::counter!(GATEWAY_REQUESTS, "route" => route.clone(), "outcome" => outcome.label())
         });
-        let duration = metrics::histogram!("slidegate_gateway_request_duration_seconds", "route" => route);
+        let duration = metrics::histogram!(GATEWAY_DURATION, "route" => route);
         RouteMetrics { requests, duration }
     }
 
