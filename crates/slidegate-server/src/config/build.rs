@@ -180,7 +180,7 @@ impl<'f> Builder<'f> {
                 self.error(position(&many), "give `rate_limit` or `rate_limits`, not both");
                 Vec::new()
             }
-            (Some(one), None) => vec![one],
+            (Some(one), None) => vec![*one],
             (None, Some(many)) => {
                 if many.value.is_empty() {
                     self.error(position(&many), "`rate_limits` is empty: give at least one limit");
@@ -257,7 +257,7 @@ impl<'f> Builder<'f> {
             for (what, given) in [
                 ("window", yaml.window.as_ref().map(position)),
                 ("algorithm", yaml.algorithm.as_ref().map(position)),
-                ("penalty", yaml.penalty.as_ref().map(position)),
+                ("penalty", yaml.penalty.as_deref().map(position)),
             ] {
                 if let Some(pos) = given {
                     self.error(pos, format!("`unlimited: true` takes no `{what}`"));

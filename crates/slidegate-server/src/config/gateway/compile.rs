@@ -504,7 +504,7 @@ fn limits(builder: &mut Builder<'_>, yaml: Vec<Spanned<LimitYaml>>, scope: &str)
             unlimited: None,
             algorithm: limit.algorithm,
             window: limit.window,
-            penalty: limit.penalty,
+            penalty: limit.penalty.map(Box::new),
         };
         let stat_key = format!("{scope}.{}", name.as_deref().unwrap_or(""));
         let built = builder.limit(written, at, index, false, &stat_key);
