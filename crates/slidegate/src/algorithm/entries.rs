@@ -79,6 +79,30 @@ impl<K: Copy> Entries<K> {
         }
     }
 
+    /// Adds `cost` at `position`, keeping the entries sorted: onto the
+    /// entry already there (entries at one position expire together, so
+    /// one entry of their summed cost is the same log), or as a new one.
+    /// The common case, a charge at the newest position, reads only the
+    /// last entry; a search runs only for an earlier position (a clock
+    /// that stepped back).
+    pub(super) fn add_sorted(&mut self, position: K, cost: u32)
+    where
+        K: Ord,
+    {
+        let len = self.len();
+        match self.back() {
+            Some((last, _)) if last == position => self.add_cost(len - 1, cost),
+            Some((last, _)) if last > position => {
+                let at = self.partition_point(|&p| p < position);
+                match self.get(at) {
+                    Some((p, _)) if p == position => self.add_cost(at, cost),
+                    _ => self.insert(at, position, cost),
+                }
+            }
+            _ => self.insert(len, position, cost),
+        }
+    }
+
     /// Inserts an entry at `at` (`<= len`), shifting later ones.
     pub(super) fn insert(&mut self, at: usize, position: K, cost: u32) {
         match self {
@@ -166,6 +190,31 @@ mod tests {
         assert_eq!(entries.iter().collect::<Vec<_>>(), [(2, 3), (7, 1)]);
         entries.add_cost(0, 1);
         assert_eq!(entries.front(), Some((2, 4)));
+    }
+
+    /// Charges added in any order end sorted, one entry per position,
+    /// each with the sum of its charges: what a sorted map would hold.
+    #[test]
+    fn added_charges_land_sorted_one_entry_per_position() {
+        let mut entries = Entries::<u64>::default();
+        let mut model = std::collections::BTreeMap::<u64, u32>::new();
+        // The newest position again, later ones, and earlier ones (a
+        // clock stepping back): onto an entry, between, before all.
+        let charges =
+            [(5, 1), (5, 2), (6, 1), (9, 3), (7, 1), (6, 4), (9, 1), (1, 2), (1, 1), (12, 1), (0, 5)];
+        for (position, cost) in charges {
+            entries.add_sorted(position, cost);
+            *model.entry(position).or_default() += cost;
+            assert_eq!(
+                entries.iter().collect::<Vec<_>>(),
+                model.iter().map(|(&p, &c)| (p, c)).collect::<Vec<_>>(),
+                "after ({position}, {cost})"
+            );
+        }
+        let mut one = Entries::<u64>::default();
+        one.add_sorted(3, 1);
+        one.add_sorted(3, 1);
+        assert!(matches!(one, Entries::One(3, 2)), "a repeated position stays one entry, unboxed");
     }
 
     #[test]

@@ -120,11 +120,7 @@ impl SlidingCounter {
         }
         let cur = bucket_of(rule, i128::from(now));
         // Sorted by index, also when the clock steps back.
-        let at = self.buckets.partition_point(|&idx| idx < cur);
-        match self.buckets.get(at) {
-            Some((idx, _)) if idx == cur => self.buckets.add_cost(at, cost),
-            _ => self.buckets.insert(at, cur, cost),
-        }
+        self.buckets.add_sorted(cur, cost);
         self.total += u64::from(cost);
         let remaining = (u64::from(rule.limit()) - self.total) as u32;
         Decision::allowed(rule.limit(), remaining, self.until(self.expires_at(rule), now))

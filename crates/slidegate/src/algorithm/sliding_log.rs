@@ -77,9 +77,9 @@ impl SlidingLog {
         if self.total + u64::from(cost) > limit {
             return self.limited(rule, now, cost);
         }
-        // Keep the log sorted even when the clock steps back.
-        let at = self.entries.partition_point(|&ts| ts <= now);
-        self.entries.insert(at, now, cost);
+        // Sorted even when the clock steps back; charges of one millisecond
+        // share an entry.
+        self.entries.add_sorted(now, cost);
         self.total += u64::from(cost);
         let remaining = (limit - self.total) as u32;
         Decision::allowed(rule.limit(), remaining, self.reset_after(window, now))
