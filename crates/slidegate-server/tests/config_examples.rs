@@ -1331,3 +1331,31 @@ async fn rules_can_be_replaced_in_flight() {
         Some((500, Some(Unit::Second)))
     );
 }
+
+/// Limits alike (the same limit, window, algorithm and penalty) share one
+/// rule and the strings derived from it; counters stay apart all the
+/// same, each keyed by its own descriptor.
+#[tokio::test]
+async fn limits_alike_share_one_rule_and_keep_their_own_counters() {
+    let config = load(
+        "domain: d\ndescriptors:\n\
+         - {key: a, rate_limit: {unit: minute, requests_per_unit: 1}}\n\
+         - {key: b, rate_limit: {unit: minute, requests_per_unit: 1}}\n\
+         - {key: c, rate_limit: {unit: minute, requests_per_unit: 2}}\n",
+    );
+    let state_names: Vec<(String, *const u8)> = config
+        .limits()
+        .into_iter()
+        .map(|(_, limit)| {
+            let name = limit.rule().expect("a rule").state_name();
+            (name.to_string(), name.as_ptr())
+        })
+        .collect();
+    assert_eq!(state_names.len(), 3);
+    assert_eq!(state_names[0], state_names[1], "a and b share one rule");
+    assert_ne!(state_names[0].0, state_names[2].0, "c's limit is another rule");
+    let h = harness_of(config);
+    assert_eq!(h.one("d", &[("a", "x")]).await.code, Code::Ok);
+    assert_eq!(h.one("d", &[("b", "x")]).await.code, Code::Ok, "b counts apart from a");
+    assert_eq!(h.one("d", &[("a", "x")]).await.code, Code::OverLimit);
+}
