@@ -173,7 +173,7 @@ impl Reloader {
             && config.hash() != self.rules.current().hash()
         {
             tracing::info!(target: "slidegate", hash = config.hash(), "rules reloaded");
-            self.rules.replace(config);
+            retire(self.rules.swap(config));
             changed = true;
         }
         if let (Some(table), Some((gateway, _))) = (table, &self.gateway) {
@@ -229,6 +229,29 @@ impl Reloader {
     }
 }
 
+/// How long a replaced configuration waits for the requests that still
+/// hold it before it is freed anyway.
+const RETIRE_WAIT: Duration = Duration::from_secs(10);
+
+/// Frees a replaced configuration on a low-priority thread of its own,
+/// once the requests in flight on it have finished. Freeing 10,000
+/// descriptors takes milliseconds; on a runtime thread, the decisions
+/// queued there would wait for it.
+fn retire(config: Arc<Config>) {
+    let started = std::time::Instant::now();
+    let spawned = std::thread::Builder::new().name("slidegate-retire".into()).spawn(move || {
+        lower_priority();
+        while Arc::strong_count(&config) > 1 && started.elapsed() < RETIRE_WAIT {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(config);
+    });
+    if let Err(e) = spawned {
+        // Dropped here with the closure: freed on this thread instead.
+        tracing::debug!(target: "slidegate", error = %e, "the replaced rules are freed in place");
+    }
+}
+
 fn parent(file: &Path) -> PathBuf {
     match file.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
@@ -273,6 +296,22 @@ mod tests {
         .unwrap();
         assert_eq!((reload, parser), (RELOAD_NICE, RELOAD_NICE));
         assert_eq!(own_nice(), before, "the caller's priority is its own");
+    }
+
+    #[test]
+    fn a_replaced_configuration_is_freed_once_its_last_request_lets_go() {
+        let config = Arc::new(Config::default());
+        let freed = Arc::downgrade(&config);
+        let in_flight = Arc::clone(&config);
+        retire(config);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(freed.upgrade().is_some(), "a request still holds it");
+        drop(in_flight);
+        let started = std::time::Instant::now();
+        while freed.upgrade().is_some() {
+            assert!(started.elapsed() < Duration::from_secs(5), "never freed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     #[tokio::test]

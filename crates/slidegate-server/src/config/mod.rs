@@ -211,17 +211,37 @@ impl Config {
     /// descriptor, position, name and parameters) that limit's rates, so
     /// the status page's charts go on across a reload.
     pub(crate) fn adopt_rates(&self, previous: &Config) {
-        let old: std::collections::HashMap<(&str, &str, usize), &std::sync::Arc<Limit>> = previous
-            .limits()
-            .into_iter()
-            .map(|(domain, l)| ((domain, l.stat_key.as_str(), l.index), l))
-            .collect();
-        for (domain, limit) in self.limits() {
+        let mut old: std::collections::HashMap<(&str, &str, usize), &std::sync::Arc<Limit>> =
+            std::collections::HashMap::new();
+        previous.for_each_limit(&mut |domain, l| {
+            old.insert((domain, l.stat_key.as_str(), l.index), l);
+        });
+        self.for_each_limit(&mut |domain, limit| {
             if let Some(same) = old.get(&(domain, limit.stat_key.as_str(), limit.index))
                 && same.counts_like(limit)
             {
                 limit.rates.adopt(&same.rates);
             }
+        });
+    }
+
+    /// Calls `f` with every limit and its domain, in no particular order
+    /// ([`Config::limits`] sorts them, which a reload need not do).
+    fn for_each_limit<'c>(&'c self, f: &mut impl FnMut(&'c str, &'c std::sync::Arc<Limit>)) {
+        fn walk<'c>(
+            domain: &'c str,
+            level: &'c Level,
+            f: &mut impl FnMut(&'c str, &'c std::sync::Arc<Limit>),
+        ) {
+            for node in level.nodes() {
+                for limit in &node.limits {
+                    f(domain, limit);
+                }
+                walk(domain, &node.children, f);
+            }
+        }
+        for domain in self.domains.values() {
+            walk(&domain.name, &domain.root, f);
         }
     }
 

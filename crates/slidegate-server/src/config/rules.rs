@@ -31,4 +31,9 @@ impl Rules {
     pub fn replace(&self, config: Config) {
         self.current.store(Arc::new(config));
     }
+
+    /// [`Rules::replace`], returning the configuration it replaced.
+    pub(crate) fn swap(&self, config: Config) -> Arc<Config> {
+        self.current.swap(Arc::new(config))
+    }
 }
