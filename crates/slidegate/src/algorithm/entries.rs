@@ -21,8 +21,19 @@ pub(super) enum Entries<K> {
     /// The fields apart (not a tuple) so the tag fits beside the cost and
     /// the whole stays 16 bytes.
     One(K, u32),
-    #[expect(clippy::box_collection, reason = "one word in the value, not the deque's four")]
-    Many(Box<VecDeque<(K, u32)>>),
+    Many(Box<Many<K>>),
+}
+
+/// Two entries or more: one word in the value (not the deque's four), and
+/// beside the deque the first and last positions, which every decision
+/// reads (what has expired, when the newest expires): they come with the
+/// deque's own fields, not from the far ends of its buffer (two cache
+/// misses per decision once a store's keys outgrow the cache).
+#[derive(Debug, Clone)]
+pub(super) struct Many<K> {
+    first: K,
+    last: K,
+    deque: VecDeque<(K, u32)>,
 }
 
 impl<K: Copy> Entries<K> {
@@ -30,36 +41,62 @@ impl<K: Copy> Entries<K> {
         match self {
             Entries::Empty => 0,
             Entries::One(..) => 1,
-            Entries::Many(many) => many.len(),
+            Entries::Many(many) => many.deque.len(),
         }
     }
 
     pub(super) fn get(&self, at: usize) -> Option<(K, u32)> {
         match self {
             Entries::One(position, cost) if at == 0 => Some((*position, *cost)),
-            Entries::Many(many) => many.get(at).copied(),
+            Entries::Many(many) => many.deque.get(at).copied(),
             _ => None,
         }
     }
 
-    pub(super) fn front(&self) -> Option<(K, u32)> {
+    #[cfg(test)]
+    fn front(&self) -> Option<(K, u32)> {
         self.get(0)
     }
 
-    pub(super) fn back(&self) -> Option<(K, u32)> {
+    #[cfg(test)]
+    fn back(&self) -> Option<(K, u32)> {
         self.len().checked_sub(1).and_then(|last| self.get(last))
     }
 
-    /// Removes the oldest entry; a box left empty is freed.
-    pub(super) fn pop_front(&mut self) {
+    /// The oldest entry's position (read without the deque's buffer).
+    pub(super) fn first_position(&self) -> Option<K> {
         match self {
-            Entries::Empty => {}
-            Entries::One(..) => *self = Entries::Empty,
+            Entries::Empty => None,
+            Entries::One(position, _) => Some(*position),
+            Entries::Many(many) => Some(many.first),
+        }
+    }
+
+    /// The newest entry's position (read without the deque's buffer).
+    pub(super) fn last_position(&self) -> Option<K> {
+        match self {
+            Entries::Empty => None,
+            Entries::One(position, _) => Some(*position),
+            Entries::Many(many) => Some(many.last),
+        }
+    }
+
+    /// Removes the oldest entry and returns it; a box left empty is freed.
+    pub(super) fn pop_front(&mut self) -> Option<(K, u32)> {
+        match self {
+            Entries::Empty => None,
+            Entries::One(position, cost) => {
+                let popped = (*position, *cost);
+                *self = Entries::Empty;
+                Some(popped)
+            }
             Entries::Many(many) => {
-                many.pop_front();
-                if many.is_empty() {
-                    *self = Entries::Empty;
+                let popped = many.deque.pop_front();
+                match many.deque.front() {
+                    Some(&(first, _)) => many.first = first,
+                    None => *self = Entries::Empty,
                 }
+                popped
             }
         }
     }
@@ -75,7 +112,7 @@ impl<K: Copy> Entries<K> {
         match self {
             Entries::Empty => 0,
             Entries::One(position, _) => usize::from(before(position)),
-            Entries::Many(many) => many.partition_point(|(position, _)| before(position)),
+            Entries::Many(many) => many.deque.partition_point(|(position, _)| before(position)),
         }
     }
 
@@ -90,9 +127,9 @@ impl<K: Copy> Entries<K> {
         K: Ord,
     {
         let len = self.len();
-        match self.back() {
-            Some((last, _)) if last == position => self.add_cost(len - 1, cost),
-            Some((last, _)) if last > position => {
+        match self.last_position() {
+            Some(last) if last == position => self.add_cost(len - 1, cost),
+            Some(last) if last > position => {
                 let at = self.partition_point(|&p| p < position);
                 match self.get(at) {
                     Some((p, _)) if p == position => self.add_cost(at, cost),
@@ -109,12 +146,23 @@ impl<K: Copy> Entries<K> {
             Entries::Empty => *self = Entries::One(position, cost),
             Entries::One(first, first_cost) => {
                 let first = (*first, *first_cost);
-                let mut many = VecDeque::with_capacity(4);
-                many.push_back(first);
-                many.insert(at.min(1), (position, cost));
-                *self = Entries::Many(Box::new(many));
+                let mut deque = VecDeque::with_capacity(4);
+                deque.push_back(first);
+                deque.insert(at.min(1), (position, cost));
+                let (first, last) = (deque[0].0, deque[1].0);
+                *self = Entries::Many(Box::new(Many { first, last, deque }));
             }
-            Entries::Many(many) => many.insert(at.min(many.len()), (position, cost)),
+            Entries::Many(many) => {
+                let len = many.deque.len();
+                let at = at.min(len);
+                many.deque.insert(at, (position, cost));
+                if at == 0 {
+                    many.first = position;
+                }
+                if at == len {
+                    many.last = position;
+                }
+            }
         }
     }
 
@@ -123,7 +171,7 @@ impl<K: Copy> Entries<K> {
         match self {
             Entries::One(_, first_cost) if at == 0 => *first_cost += cost,
             Entries::Many(many) => {
-                if let Some((_, entry_cost)) = many.get_mut(at) {
+                if let Some((_, entry_cost)) = many.deque.get_mut(at) {
                     *entry_cost += cost;
                 }
             }
@@ -156,6 +204,8 @@ mod tests {
             assert_eq!(entries.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
             assert_eq!(entries.front(), model.front().copied());
             assert_eq!(entries.back(), model.back().copied());
+            assert_eq!(entries.first_position(), model.front().map(|&(p, _)| p));
+            assert_eq!(entries.last_position(), model.back().map(|&(p, _)| p));
             for probe in 0..12 {
                 assert_eq!(
                     entries.partition_point(|&p| p <= probe),
@@ -176,8 +226,8 @@ mod tests {
         model[1].1 += 10;
         entries.add_cost(99, 1);
         check(&entries, &model);
-        while model.pop_front().is_some() {
-            entries.pop_front();
+        while let Some(oldest) = model.pop_front() {
+            assert_eq!(entries.pop_front(), Some(oldest));
             check(&entries, &model);
         }
         assert!(matches!(entries, Entries::Empty), "the box is freed once empty");
@@ -210,6 +260,8 @@ mod tests {
                 model.iter().map(|(&p, &c)| (p, c)).collect::<Vec<_>>(),
                 "after ({position}, {cost})"
             );
+            assert_eq!(entries.first_position(), model.keys().next().copied());
+            assert_eq!(entries.last_position(), model.keys().next_back().copied());
         }
         let mut one = Entries::<u64>::default();
         one.add_sorted(3, 1);

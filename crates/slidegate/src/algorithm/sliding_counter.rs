@@ -67,12 +67,13 @@ impl SlidingCounter {
     /// still counted.
     fn prune(&mut self, rule: &Rule, now: u64) -> u64 {
         let first = bucket_of(rule, i128::from(now) - i128::from(rule.window_ms()) + 1);
-        while let Some((idx, count)) = self.buckets.front() {
+        while let Some(idx) = self.buckets.first_position() {
             if idx >= first {
                 break;
             }
-            self.buckets.pop_front();
-            self.total -= u64::from(count);
+            if let Some((_, count)) = self.buckets.pop_front() {
+                self.total -= u64::from(count);
+            }
         }
         self.total
     }
@@ -132,7 +133,7 @@ impl SlidingCounter {
 
     /// When the newest bucket stops counting (0 when empty).
     pub fn expires_at(&self, rule: &Rule) -> i128 {
-        self.buckets.back().map_or(0, |(idx, _)| drop_time(rule, idx))
+        self.buckets.last_position().map_or(0, |idx| drop_time(rule, idx))
     }
 }
 

@@ -26,12 +26,13 @@ impl SlidingLog {
     }
 
     fn prune(&mut self, window: u64, now: u64) {
-        while let Some((ts, cost)) = self.entries.front() {
+        while let Some(ts) = self.entries.first_position() {
             if ts.saturating_add(window) > now {
                 break;
             }
-            self.entries.pop_front();
-            self.total -= u64::from(cost);
+            if let Some((_, cost)) = self.entries.pop_front() {
+                self.total -= u64::from(cost);
+            }
         }
     }
 
@@ -91,7 +92,7 @@ impl SlidingLog {
 
     /// When the last recorded charge leaves the window (0 when empty).
     pub fn expires_at(&self, window: u64) -> u64 {
-        self.entries.back().map_or(0, |(ts, _)| ts.saturating_add(window))
+        self.entries.last_position().map_or(0, |ts| ts.saturating_add(window))
     }
 
     /// Cost recorded at or before pruning time (for inspection and tests).
