@@ -52,15 +52,18 @@ pub struct Limit {
     pub(crate) rates: RatesCell,
 }
 
-/// A limit's [`Rates`]: shared by its clones, and handed on by a reload to
-/// the limit that replaces it unchanged; not part of what the limit is (two
-/// limits alike are equal whatever they counted).
+/// A limit's [`Rates`], held in the limit itself, and taken over by a
+/// reload's limit that replaces it unchanged; not part of what the limit is
+/// (two limits alike are equal whatever they counted). A clone starts from
+/// a copy of the counts.
 #[derive(Debug, Default)]
-pub(crate) struct RatesCell(arc_swap::ArcSwap<Rates>);
+pub(crate) struct RatesCell(Rates);
 
 impl Clone for RatesCell {
     fn clone(&self) -> RatesCell {
-        RatesCell(arc_swap::ArcSwap::new(self.0.load_full()))
+        let rates = Rates::default();
+        rates.take_over(&self.0);
+        RatesCell(rates)
     }
 }
 
@@ -75,17 +78,18 @@ impl Eq for RatesCell {}
 impl RatesCell {
     /// Counts one decision made in second `now_s`.
     pub(crate) fn record(&self, now_s: u64, admitted: bool) {
-        self.0.load().record(now_s, admitted);
+        self.0.record(now_s, admitted);
     }
 
     /// `(admitted, limited)` per second up to `now_s` (see [`Rates::series`]).
     pub(crate) fn series(&self, now_s: u64) -> (Vec<u32>, Vec<u32>) {
-        self.0.load().series(now_s)
+        self.0.series(now_s)
     }
 
-    /// Takes over `other`'s rates (the limit this one replaces).
+    /// Takes over `other`'s rates (the limit this one replaces, before
+    /// this one is put in force).
     pub(crate) fn adopt(&self, other: &RatesCell) {
-        self.0.store(other.0.load_full());
+        self.0.take_over(&other.0);
     }
 }
 

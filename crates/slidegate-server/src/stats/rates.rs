@@ -4,8 +4,8 @@
 //! few relaxed atomics per decision, on one cache line), so recording
 //! costs next to nothing even with 10,000 limits each hit now and then.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Seconds the ring covers.
 pub const SECONDS: usize = 300;
@@ -13,13 +13,15 @@ pub const SECONDS: usize = 300;
 /// One limit's per-second counts. The ring (about 5 KB) is allocated when
 /// the limit's first second is over: a configuration of 10,000
 /// descriptors, most of them never hit, costs nothing to load or reload
-/// for its charts.
+/// for its charts. A limit holds its rates inline (a decision counts in
+/// the limit's own cache lines); a reload's new limit takes them over
+/// ([`Rates::take_over`]).
 #[derive(Debug)]
 pub struct Rates {
     /// The second being counted (the latest seen).
     current: Slot,
-    /// The seconds before it.
-    ring: OnceLock<Box<[Slot]>>,
+    /// The seconds before it; shared with the limit that took them over.
+    ring: OnceLock<Arc<[Slot]>>,
 }
 
 impl Default for Rates {
@@ -80,6 +82,23 @@ impl Rates {
 
     fn ring(&self) -> &[Slot] {
         self.ring.get_or_init(|| (0..SECONDS).map(|_| Slot::empty()).collect())
+    }
+
+    /// Takes over `other`'s counts, for a limit that has counted nothing
+    /// yet: `other`'s ring, shared from now on, and a copy of the second it
+    /// is counting. A decision racing the hand-over may count in either (a
+    /// display, not an account).
+    pub fn take_over(&self, other: &Rates) {
+        for (mine, theirs) in [
+            (&self.current.admitted, &other.current.admitted),
+            (&self.current.limited, &other.current.limited),
+        ] {
+            mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        self.current.second.store(other.current.second.load(Ordering::Relaxed), Ordering::Relaxed);
+        if let Some(ring) = other.ring.get() {
+            let _ = self.ring.set(Arc::clone(ring));
+        }
     }
 
     /// Puts a finished second's counts in its slot.
@@ -178,6 +197,25 @@ mod tests {
         // Five minutes old: in no second shown.
         rates.record(1001 - SECONDS as u64, true);
         assert_eq!(rates.series(1001).0.iter().sum::<u32>(), 3);
+    }
+
+    #[test]
+    fn a_limit_taking_over_rates_shows_their_past_and_counts_on() {
+        let old = Rates::default();
+        old.record(1000, true);
+        old.record(1001, false);
+        old.record(1001, true);
+        let new = Rates::default();
+        new.take_over(&old);
+        new.record(1001, true);
+        new.record(1002, true);
+        let (admitted, limited) = new.series(1002);
+        assert_eq!((admitted[SECONDS - 3], limited[SECONDS - 3]), (1, 0), "second 1000, from the old ring");
+        assert_eq!((admitted[SECONDS - 2], limited[SECONDS - 2]), (2, 1), "second 1001, carried on");
+        assert_eq!((admitted[SECONDS - 1], limited[SECONDS - 1]), (1, 0), "second 1002");
+        let fresh = Rates::default();
+        fresh.take_over(&Rates::default());
+        assert_eq!(fresh.series(5).0, vec![0; SECONDS], "nothing to take over");
     }
 
     #[test]
