@@ -89,13 +89,10 @@ impl Rates {
     /// is counting. A decision racing the hand-over may count in either (a
     /// display, not an account).
     pub fn take_over(&self, other: &Rates) {
-        for (mine, theirs) in [
-            (&self.current.admitted, &other.current.admitted),
-            (&self.current.limited, &other.current.limited),
-        ] {
-            mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        self.current.second.store(other.current.second.load(Ordering::Relaxed), Ordering::Relaxed);
+        let (mine, theirs) = (&self.current, &other.current);
+        mine.second.store(theirs.second.load(Ordering::Relaxed), Ordering::Relaxed);
+        mine.admitted.store(theirs.admitted.load(Ordering::Relaxed), Ordering::Relaxed);
+        mine.limited.store(theirs.limited.load(Ordering::Relaxed), Ordering::Relaxed);
         if let Some(ring) = other.ring.get() {
             let _ = self.ring.set(Arc::clone(ring));
         }

@@ -82,6 +82,19 @@ impl<K: Copy> Entries<K> {
         }
     }
 
+    /// Removes the oldest entries while `expired` holds for their position
+    /// (read beside the deque, not from its buffer); returns their summed
+    /// cost.
+    pub(super) fn drop_front_while(&mut self, expired: impl Fn(K) -> bool) -> u64 {
+        let mut dropped = 0;
+        while let Some(first) = self.first_position()
+            && expired(first)
+        {
+            dropped += self.pop_front().map_or(0, |(_, cost)| u64::from(cost));
+        }
+        dropped
+    }
+
     /// Removes the oldest entry and returns it; a box left empty is freed.
     pub(super) fn pop_front(&mut self) -> Option<(K, u32)> {
         match self {
@@ -226,6 +239,10 @@ mod tests {
         entries.add_cost(1, 10);
         model[1].1 += 10;
         entries.add_cost(99, 1);
+        check(&entries, &model);
+        // The entries before 5 go, (1, 1) and (3, 12); the rest stay.
+        assert_eq!(entries.drop_front_while(|p| p < 5), 1 + 12);
+        model.drain(..2);
         check(&entries, &model);
         while let Some(oldest) = model.pop_front() {
             assert_eq!(entries.pop_front(), Some(oldest));

@@ -67,14 +67,7 @@ impl SlidingCounter {
     /// still counted.
     fn prune(&mut self, rule: &Rule, now: u64) -> u64 {
         let first = bucket_of(rule, i128::from(now) - i128::from(rule.window_ms()) + 1);
-        while let Some(idx) = self.buckets.first_position() {
-            if idx >= first {
-                break;
-            }
-            if let Some((_, count)) = self.buckets.pop_front() {
-                self.total -= u64::from(count);
-            }
-        }
+        self.total -= self.buckets.drop_front_while(|idx| idx < first);
         self.total
     }
 

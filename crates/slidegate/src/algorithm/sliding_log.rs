@@ -26,14 +26,7 @@ impl SlidingLog {
     }
 
     fn prune(&mut self, window: u64, now: u64) {
-        while let Some(ts) = self.entries.first_position() {
-            if ts.saturating_add(window) > now {
-                break;
-            }
-            if let Some((_, cost)) = self.entries.pop_front() {
-                self.total -= u64::from(cost);
-            }
-        }
+        self.total -= self.entries.drop_front_while(|ts| ts.saturating_add(window) <= now);
     }
 
     /// Decides a request of `cost` (1..=limit) at `now` *without* charging
