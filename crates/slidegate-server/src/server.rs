@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 
 use crate::config::{Config, ConfigErrors, GatewayConfig, Rules};
 use crate::gateway::{ConnectionSlot, Gateway, Tasks};
-use crate::http::{AppState, MAX_BODY_BYTES, router};
+use crate::http::{Api, AppState, MAX_BODY_BYTES};
 use crate::reload::Reloader;
 use crate::rls::Rls;
 use crate::status::ServiceStatus;
@@ -253,7 +253,7 @@ pub async fn serve(
         accepting.spawn(accept(listener, api(grpc), drained.clone(), connections.clone()));
     }
     if let Some(listener) = listeners.http {
-        let app = router(AppState {
+        let app = Api::new(AppState {
             decider,
             families: config.headers,
             status: status.clone(),
@@ -362,7 +362,7 @@ struct Connection<S> {
 }
 
 /// An API's connections: all served alike, uncapped.
-fn api(app: axum::Router) -> impl FnMut(SocketAddr) -> Option<Connection<axum::Router>> {
+fn api<S: Clone>(app: S) -> impl FnMut(SocketAddr) -> Option<Connection<S>> {
     let builder = auto::Builder::new(TokioExecutor::new());
     move |_| Some(Connection { service: app.clone(), builder: builder.clone(), slot: None })
 }

@@ -577,6 +577,17 @@ async fn oversized_bodies_are_413_and_wrong_methods_405() {
     }
     let (status, _, _) = http("GET", &service.url("/no/such/path"), Vec::new(), &[]).await;
     assert_eq!(status, 404);
+    // The checks are answered before the router, on their exact paths
+    // (a query string aside), as the router would.
+    let body = check_body(&[("user", "query")]).into_bytes();
+    let (status, _, text) = http("POST", &service.url("/v1/check?trace=1"), body.clone(), &[]).await;
+    assert_eq!(status, 200, "{text}");
+    for path in ["/v1/check/", "/v1/checks", "/V1/check"] {
+        let (status, _, _) = http("POST", &service.url(path), body.clone(), &[]).await;
+        assert_eq!(status, 404, "POST {path}");
+    }
+    let (status, _, _) = http("PUT", &service.url("/v1/check"), body, &[]).await;
+    assert_eq!(status, 405, "PUT /v1/check");
     // The service keeps answering.
     let (status, _, answer) = post_json(&service.url("/v1/check"), &check_body(&[("user", "after")])).await;
     assert_eq!((status, &answer["allowed"]), (200, &json!(true)));

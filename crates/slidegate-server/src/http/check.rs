@@ -15,14 +15,17 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
+use slidegate_tower::headers::Families;
 
 use super::envoy_json::JsonEntry;
-use super::{AppState, bad_request, parse_body};
+use super::{AppState, bad_request, json_answer, parse_body};
+use crate::Decider;
 use crate::config::Limit;
+pub(super) use crate::request::Mode;
 use crate::request::{
-    CheckAnswer, CheckError, CheckRequest, Code, DescriptorStatus, LimitStatus, Mode, RequestDescriptor,
+    CheckAnswer, CheckError, CheckRequest, Code, DescriptorStatus, LimitStatus, RequestDescriptor,
 };
 use crate::rls::headers_of;
 use crate::telemetry::{Api, observe};
@@ -62,17 +65,19 @@ pub(super) fn parse_check(body: &[u8]) -> Result<CheckRequest, String> {
     })
 }
 
-/// `POST /v1/check`.
+/// `POST /v1/check` through the router (the service answers it before
+/// the router: [`Api`](super::Api)).
 pub(super) async fn check(State(app): State<AppState>, body: Bytes) -> Response {
-    answer(app, &body, Mode::Charge).await
+    answer(&app.decider, app.families, &body, Mode::Charge).await
 }
 
 /// `POST /v1/peek`: the same answer, nothing charged.
 pub(super) async fn peek(State(app): State<AppState>, body: Bytes) -> Response {
-    answer(app, &body, Mode::Peek).await
+    answer(&app.decider, app.families, &body, Mode::Peek).await
 }
 
-async fn answer(app: AppState, body: &[u8], mode: Mode) -> Response {
+/// The answer to a `/v1/check` (or, with [`Mode::Peek`], `/v1/peek`) body.
+pub(super) async fn answer(decider: &Decider, families: Families, body: &[u8], mode: Mode) -> Response {
     let started = Instant::now();
     let api = if mode == Mode::Peek { Api::Peek } else { Api::Check };
     let check = match parse_check(body) {
@@ -82,13 +87,14 @@ async fn answer(app: AppState, body: &[u8], mode: Mode) -> Response {
             return bad_request(message);
         }
     };
-    let outcome = app.decider.check(&check, mode).await;
+    let outcome = decider.check(&check, mode).await;
     observe(api, &outcome, started);
     match outcome {
         Ok(answer) => {
             let status = if answer.code == Code::Ok { StatusCode::OK } else { StatusCode::TOO_MANY_REQUESTS };
-            let headers = headers_of(&answer, app.families);
-            (status, headers, axum::Json(view(&answer))).into_response()
+            // About 200 bytes per descriptor and 250 per limit.
+            let capacity = 64 + answer.statuses.iter().map(|s| 200 + 250 * s.limits.len()).sum::<usize>();
+            json_answer(status, headers_of(&answer, families), &view(&answer), capacity)
         }
         Err(error) => super::check_error(&error),
     }

@@ -6,14 +6,16 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code as PbCode;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use slidegate_tower::headers::Families;
 
-use super::{AppState, bad_request, parse_body};
+use super::{AppState, bad_request, json_answer, parse_body};
+use crate::Decider;
 use crate::config::Unit;
 use crate::request::{CheckError, CheckRequest, LimitOverride, Mode, RequestDescriptor};
 use crate::rls::to_pb;
@@ -143,10 +145,16 @@ impl JsonRequest {
     }
 }
 
-/// `POST /json`.
+/// `POST /json` (and `GET` with a body) through the router (the service
+/// answers `POST` before the router: [`Api`](super::Api)).
 pub(super) async fn handle(State(app): State<AppState>, body: Bytes) -> Response {
+    answer(&app.decider, app.families, &body).await
+}
+
+/// The answer to a `/json` body.
+pub(super) async fn answer(decider: &Decider, families: Families, body: &[u8]) -> Response {
     let started = Instant::now();
-    let request: JsonRequest = match parse_body(&body) {
+    let request: JsonRequest = match parse_body(body) {
         Ok(request) => request,
         Err(message) => {
             observe(Api::Json, &Err(CheckError::Invalid(message.clone())), started);
@@ -154,19 +162,20 @@ pub(super) async fn handle(State(app): State<AppState>, body: Bytes) -> Response
         }
     };
     let outcome = match request.into_check() {
-        Ok(check) => app.decider.check(&check, Mode::Charge).await,
+        Ok(check) => decider.check(&check, Mode::Charge).await,
         Err(error) => Err(error),
     };
     observe(Api::Json, &outcome, started);
     match outcome {
         Ok(answer) => {
-            let pb = to_pb(&answer, app.families);
+            let pb = to_pb(&answer, families);
             let status = if pb.overall_code == PbCode::OverLimit as i32 {
                 StatusCode::TOO_MANY_REQUESTS
             } else {
                 StatusCode::OK
             };
-            (status, axum::Json(to_json(&pb))).into_response()
+            let capacity = 64 + 256 * pb.statuses.len();
+            json_answer(status, HeaderMap::new(), &to_json(&pb), capacity)
         }
         Err(error) => super::check_error(&error),
     }
