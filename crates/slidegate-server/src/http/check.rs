@@ -23,9 +23,8 @@ use super::envoy_json::JsonEntry;
 use super::{AppState, bad_request, json_answer, parse_body};
 use crate::Decider;
 use crate::config::Limit;
-pub(super) use crate::request::Mode;
 use crate::request::{
-    CheckAnswer, CheckError, CheckRequest, Code, DescriptorStatus, LimitStatus, RequestDescriptor,
+    CheckAnswer, CheckError, CheckRequest, Code, DescriptorStatus, LimitStatus, Mode, RequestDescriptor,
 };
 use crate::rls::headers_of;
 use crate::telemetry::{Api, observe};

@@ -32,7 +32,7 @@ use slidegate_tower::headers::Families;
 use crate::Decider;
 use crate::gateway::Gateway;
 use crate::reload::Reloader;
-use crate::request::CheckError;
+use crate::request::{CheckError, Mode};
 use crate::status::ServiceStatus;
 
 /// The largest request body (64 KiB): a rate-limit request is a few
@@ -81,6 +81,15 @@ impl Api {
     }
 }
 
+/// The requests [`Api`] answers itself.
+#[derive(Clone, Copy)]
+enum Direct {
+    /// `POST /v1/check`, or `/v1/peek` (nothing charged).
+    Check(Mode),
+    /// `POST /json`, envoy ratelimit's JSON form.
+    EnvoyJson,
+}
+
 type ApiFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
 impl<B> tower_service::Service<Request<B>> for Api
@@ -97,10 +106,10 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> ApiFuture {
-        let mode = match request.uri().path() {
-            "/v1/check" => Some(check::Mode::Charge),
-            "/v1/peek" => Some(check::Mode::Peek),
-            "/json" => None,
+        let direct = match request.uri().path() {
+            "/v1/check" => Direct::Check(Mode::Charge),
+            "/v1/peek" => Direct::Check(Mode::Peek),
+            "/json" => Direct::EnvoyJson,
             _ => return Box::pin(self.router.call(request)),
         };
         if request.method() != Method::POST {
@@ -113,9 +122,9 @@ where
                 Err(error) => return Ok(unread_body(&*error)),
             };
             let (decider, families) = (&checks.decider, checks.families);
-            Ok(match mode {
-                Some(mode) => check::answer(decider, families, &body, mode).await,
-                None => envoy_json::answer(decider, families, &body).await,
+            Ok(match direct {
+                Direct::Check(mode) => check::answer(decider, families, &body, mode).await,
+                Direct::EnvoyJson => envoy_json::answer(decider, families, &body).await,
             })
         })
     }
