@@ -143,7 +143,7 @@ fn unread_body(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Respo
 
 /// A JSON answer: `value` written once into a body of `capacity` bytes
 /// (enough for it, so that it is not copied as it grows), after `headers`.
-pub(crate) fn json_answer(
+fn json_answer(
     status: StatusCode,
     mut headers: HeaderMap,
     value: &impl serde::Serialize,
@@ -160,8 +160,9 @@ pub(crate) fn json_answer(
     response
 }
 
-/// The router of the HTTP API.
-pub(crate) fn router(state: AppState) -> Router {
+/// The router of the HTTP API, complete on its own: [`Api`] answers the
+/// checks' `POST`s before it, and it answers their other methods (405).
+fn router(state: AppState) -> Router {
     let mut router = Router::new()
         .route("/json", post(envoy_json::handle).get(envoy_json::handle))
         .route("/v1/check", post(check::check))
