@@ -78,6 +78,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     config.deny_cache = !args.no_deny_cache;
     config.admin_token = admin_token;
     config.grace = args.grace;
+    config.header_timeout = args.header_timeout;
     config.watch = !args.no_watch;
     let mut listeners = Listeners::new(bind(args.grpc, "--grpc").await?, bind(args.http, "--http").await?);
     if args.gateway.is_some() {

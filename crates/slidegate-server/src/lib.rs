@@ -53,7 +53,7 @@ pub use request::{
     MAX_DESCRIPTORS, MAX_ENTRIES, MAX_ENTRY_BYTES, Mode, RequestDescriptor,
 };
 pub use rls::Rls;
-pub use server::{Listeners, ServeError, ServerConfig, serve};
+pub use server::{DEFAULT_HEADER_TIMEOUT, Listeners, ServeError, ServerConfig, serve};
 pub use slidegate_tower::headers::Families as HeaderFamilies;
 pub use status::{ReloadRecord, ServiceStatus};
 pub use store::ServiceStore;

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -61,11 +61,21 @@ pub struct ServerConfig {
     /// Whether to watch the rules for changes (SIGHUP and `POST
     /// /v1/reload` reload either way).
     pub watch: bool,
+    /// How long a client may take to send a request's head, on every
+    /// listener: from connecting (a connection that sends nothing is
+    /// closed), and for each request of a kept-alive HTTP/1.1 connection
+    /// (which is also how long it may stay idle between requests). Slow
+    /// or silent clients are closed instead of holding connections open.
+    pub header_timeout: Duration,
 }
+
+/// [`ServerConfig::header_timeout`] unless set: hyper's own default.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl ServerConfig {
     /// The defaults for `rules` on `store`: the library's deadline and
-    /// fallback policy, no quota headers, 10 s of grace, watching.
+    /// fallback policy, no quota headers, 10 s of grace, watching, 30 s
+    /// for a request's head.
     pub fn new(rules: impl Into<PathBuf>, store: ServiceStore) -> ServerConfig {
         ServerConfig {
             rules: Some(rules.into()),
@@ -80,6 +90,7 @@ impl ServerConfig {
             admin_token: None,
             grace: Duration::from_secs(10),
             watch: true,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
         }
     }
 
@@ -223,7 +234,9 @@ pub async fn serve(
     // with an HTTP listener to export them).
     let metrics = if listeners.http.is_some() { prometheus() } else { None };
     let gateway = gateway_config
-        .map(|gateway| Gateway::new(gateway, limiter, config.headers, decider.shared_stats()))
+        .map(|gateway| {
+            Gateway::new(gateway, limiter, config.headers, decider.shared_stats(), config.header_timeout)
+        })
         .transpose()
         .map_err(ServeError::Config)?;
     let reloader = Reloader::with_gateway(
@@ -250,7 +263,13 @@ pub async fn serve(
         let rls = RateLimitServiceServer::new(Rls::new(decider.clone(), config.headers))
             .max_decoding_message_size(MAX_BODY_BYTES);
         let grpc = tonic::service::Routes::new(health_service).add_service(rls).into_axum_router();
-        accepting.spawn(accept(listener, api(grpc), drained.clone(), connections.clone()));
+        accepting.spawn(accept(
+            listener,
+            api(grpc, config.header_timeout),
+            drained.clone(),
+            connections.clone(),
+            config.header_timeout,
+        ));
     }
     if let Some(listener) = listeners.http {
         let app = Api::new(AppState {
@@ -264,7 +283,13 @@ pub async fn serve(
             gateway: gateway.clone(),
             server_stats: Arc::default(),
         });
-        accepting.spawn(accept(listener, api(app), drained.clone(), connections.clone()));
+        accepting.spawn(accept(
+            listener,
+            api(app, config.header_timeout),
+            drained.clone(),
+            connections.clone(),
+            config.header_timeout,
+        ));
     }
     if let (Some(listener), Some(gateway)) = (listeners.gateway, gateway) {
         let tasks = connections.clone();
@@ -272,7 +297,7 @@ pub async fn serve(
             let (service, builder, slot) = gateway.connection(peer, &tasks)?;
             Some(Connection { service, builder, slot: Some(slot) })
         };
-        accepting.spawn(accept(listener, make, drained.clone(), connections.clone()));
+        accepting.spawn(accept(listener, make, drained.clone(), connections.clone(), config.header_timeout));
     }
     tracing::info!(target: "slidegate", "serving");
 
@@ -361,21 +386,25 @@ struct Connection<S> {
     slot: Option<Arc<ConnectionSlot>>,
 }
 
-/// An API's connections: all served alike, uncapped.
-fn api<S: Clone>(app: S) -> impl FnMut(SocketAddr) -> Option<Connection<S>> {
-    let builder = auto::Builder::new(TokioExecutor::new());
+/// An API's connections: all served alike, uncapped; a request's head
+/// over HTTP/1.1 must arrive within `header_timeout`.
+fn api<S: Clone>(app: S, header_timeout: Duration) -> impl FnMut(SocketAddr) -> Option<Connection<S>> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout);
     move |_| Some(Connection { service: app.clone(), builder: builder.clone(), slot: None })
 }
 
 /// Accepts connections on `listener` until `stop`, each served (HTTP/1 or
 /// HTTP/2, which gRPC speaks, with protocol switches such as WebSocket)
 /// as `make` says — or closed at once when it says `None` — in a task of
-/// `connections`; then asks them to finish gracefully.
+/// `connections`; then asks them to finish gracefully. A connection that
+/// sends nothing within `first_bytes` is closed.
 async fn accept<M, S, B>(
     listener: TcpListener,
     mut make: M,
     mut stop: watch::Receiver<bool>,
     connections: Tasks,
+    first_bytes: Duration,
 ) where
     M: FnMut(SocketAddr) -> Option<Connection<S>>,
     S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
@@ -418,16 +447,30 @@ async fn accept<M, S, B>(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(service);
-        let connection = graceful.watch(
-            builder.serve_connection_with_upgrades(Unvectored(TokioIo::new(stream)), service).into_owned(),
-        );
+        let (watcher, mut stop) = (graceful.watcher(), stop.clone());
         let mut set = lock(&connections);
         // Finished connections leave the set as new ones come.
         while set.try_join_next().is_some() {}
         set.spawn(async move {
             let _slot = slot;
-            let _ = connection.await;
+            // hyper waits for the first bytes (HTTP/1 or HTTP/2?) without
+            // a timeout of its own: a client that connects and says
+            // nothing would hold the connection until shutdown.
+            // (Peeked: `readable` may answer before anything arrived.)
+            let mut first = [0; 1];
+            tokio::select! {
+                waited = tokio::time::timeout(first_bytes, stream.peek(&mut first)) => {
+                    if waited.is_err() {
+                        tracing::debug!(target: "slidegate", %peer, "connection closed: nothing sent in time");
+                        return;
+                    }
+                }
+                () = stopped(&mut stop) => return,
+            }
+            let service = TowerToHyperService::new(service);
+            let connection =
+                builder.serve_connection_with_upgrades(Unvectored(TokioIo::new(stream)), service).into_owned();
+            let _ = watcher.watch(connection).await;
         });
     }
     drop(listener);

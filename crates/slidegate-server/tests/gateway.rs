@@ -91,11 +91,17 @@ impl Drop for Gateway {
 
 /// Starts a gateway whose file holds `yaml`; returns once it answers.
 async fn gateway(yaml: &str) -> Gateway {
+    gateway_with(yaml, |_| {}).await
+}
+
+/// As [`gateway`], its service configured by `adjust`.
+async fn gateway_with(yaml: &str, adjust: impl FnOnce(&mut ServerConfig)) -> Gateway {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("gateway.yaml");
     support::write(&file, yaml);
     let mut config = ServerConfig::for_gateway(&file, ServiceStore::Memory(MemoryStore::new()));
     config.grace = Duration::from_secs(2);
+    adjust(&mut config);
     let http = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let proxy = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let (api, addr) = (http.local_addr().expect("addr"), proxy.local_addr().expect("addr"));
@@ -1445,6 +1451,37 @@ routes:
     assert_eq!(second.get("/2").await.expect("second"), 200);
     second.close().await;
     assert!(up.hits() >= 5, "{}", up.hits());
+    gateway.stop().await;
+}
+
+/// A client that connects and sends nothing is closed once the header
+/// timeout passes, and gives its place under the per-address cap back:
+/// silent connections cannot lock an address (or, many, the descriptors)
+/// out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_are_closed_and_free_their_place() {
+    let up = upstream("up").await;
+    let yaml = "max_connections_per_ip: 1\nroutes:\n  - name: r\n    upstreams: [http://UP]\n";
+    let gateway = gateway_with(&fill(yaml, &[("UP", up.addr)]), |config| {
+        config.header_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let mut silent = TcpStream::connect(gateway.addr).await.expect("connect");
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), silent.read_to_end(&mut rest))
+        .await
+        .expect("the silent connection was left open");
+    if read.is_ok() {
+        assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+    }
+    support::eventually("a connection once the silent one closed", async || {
+        let mut fresh = Connection::open(gateway.addr).await;
+        let served = fresh.get("/after").await.is_ok_and(|status| status == 200);
+        fresh.close().await;
+        served
+    })
+    .await;
+    assert_eq!(up.hits(), 1);
     gateway.stop().await;
 }
 

@@ -859,3 +859,61 @@ async fn admin_reload_needs_the_token_and_keeps_good_rules_over_a_bad_file() {
     assert_eq!(answer["descriptors"][0]["remaining"], 29, "a changed limit starts afresh");
     service.stop().await;
 }
+
+/// A client that connects and says nothing, or sends a request's head
+/// too slowly, is closed once the header timeout passes, on the HTTP
+/// API's port and on gRPC's; so is an HTTP/1.1 connection idle that long
+/// after an answer. An HTTP/2 connection is not: idle after a request, it
+/// still answers the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_slow_clients_are_closed_after_the_header_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    let timeout = std::time::Duration::from_millis(300);
+    let service = start_with(RULES, ServiceStore::Memory(MemoryStore::new()), |config| {
+        config.header_timeout = timeout;
+    })
+    .await;
+    for addr in [service.http, service.grpc] {
+        let silent = TcpStream::connect(addr).await.expect("connect");
+        let mut slow = TcpStream::connect(addr).await.expect("connect");
+        slow.write_all(b"POST /v1/check HTTP/1.1\r\nhost: x\r\n").await.expect("write");
+        let mut kept = TcpStream::connect(addr).await.expect("connect");
+        kept.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.expect("write");
+        let mut head = [0u8; 12];
+        kept.read_exact(&mut head).await.expect("an answer");
+        assert!(head.starts_with(b"HTTP/1.1 "), "{addr}: {:?}", String::from_utf8_lossy(&head));
+        for (what, mut stream) in [("silent", silent), ("slow", slow), ("kept alive", kept)] {
+            let mut rest = Vec::new();
+            let read =
+                tokio::time::timeout(std::time::Duration::from_secs(30), stream.read_to_end(&mut rest))
+                    .await
+                    .unwrap_or_else(|_| panic!("{addr}: the {what} connection was left open"));
+            // Closed (or reset) by the server; the kept one after its answer.
+            if read.is_ok() && what != "kept alive" {
+                assert!(rest.is_empty(), "{addr} {what}: {:?}", String::from_utf8_lossy(&rest));
+            }
+        }
+    }
+    // HTTP/2 (h2c, as gRPC speaks it): one connection, idle for three
+    // header timeouts between two requests.
+    let stream = TcpStream::connect(service.http).await.expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(connection);
+    for round in 0..2 {
+        if round == 1 {
+            tokio::time::sleep(3 * timeout).await;
+        }
+        let request = http::Request::get(service.url("/healthz"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .expect("request");
+        let answer = sender.send_request(request).await.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(answer.status(), 200, "round {round}");
+    }
+}

@@ -385,15 +385,19 @@ async fn with_nothing_in_flight_stop_returns_promptly() {
     assert!(TcpStream::connect(grpc_addr).await.is_err(), "gRPC listener closed");
 }
 
-/// Idle keep-alive connections (HTTP/1 and gRPC's HTTP/2) hold nothing up:
-/// with a grace far longer than the hang guard, stop returns all the same,
-/// and the idle connections are closed.
+/// Idle keep-alive connections (HTTP/1 and gRPC's HTTP/2), and one that
+/// has sent nothing yet, hold nothing up: with a grace and a header
+/// timeout far longer than the hang guard, stop returns all the same, and
+/// the idle connections are closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_do_not_hold_up_the_drain() {
     let service = start_with(RULES, ServiceStore::Memory(slidegate::MemoryStore::new()), |config| {
         config.grace = Duration::from_secs(3600);
+        config.header_timeout = Duration::from_secs(3600);
     })
     .await;
+    // Connected, nothing sent.
+    let mut silent = TcpStream::connect(service.http).await.expect("connect");
     // An HTTP/1.1 connection kept alive after one answer.
     let mut idle = TcpStream::connect(service.http).await.expect("connect");
     let request = format!("GET /healthz HTTP/1.1\r\nhost: {}\r\n\r\n", service.http);
@@ -419,6 +423,12 @@ async fn idle_connections_do_not_hold_up_the_drain() {
         .await
         .expect("idle connection left open");
     // Closed (or reset) by the server, with nothing more said.
+    if closed.is_ok() {
+        assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+    }
+    let closed = tokio::time::timeout(HANG_GUARD, silent.read_to_end(&mut rest))
+        .await
+        .expect("silent connection left open");
     if closed.is_ok() {
         assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
     }

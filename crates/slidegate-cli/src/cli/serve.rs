@@ -111,6 +111,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SLIDEGATE_GRACE", value_parser = parse_duration, default_value = "10s")]
     pub grace: Duration,
 
+    /// How long a client may take to send a request's head, on every
+    /// listener: a connection that sends nothing, or a request head too
+    /// slowly, in that time is closed; so is a kept-alive HTTP/1.1
+    /// connection idle that long between requests.
+    #[arg(long, value_name = "DUR", env = "SLIDEGATE_HEADER_TIMEOUT", value_parser = parse_timeout, default_value = "30s")]
+    pub header_timeout: Duration,
+
     /// Do not watch the rules for changes (SIGHUP and the admin API still reload).
     #[arg(long, env = "SLIDEGATE_NO_WATCH")]
     pub no_watch: bool,
@@ -178,4 +185,12 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+/// A timeout: a duration above zero.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        Duration::ZERO => Err("must be above zero".into()),
+        timeout => Ok(timeout),
+    }
 }

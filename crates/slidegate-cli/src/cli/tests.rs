@@ -81,3 +81,19 @@ fn simulate_needs_no_arguments() {
     assert_eq!(args.pattern, PatternArg::All);
     assert_eq!(args.window, Duration::from_secs(60));
 }
+
+#[test]
+fn serve_header_timeout_is_a_duration_above_zero() {
+    let base = ["slidegate", "serve", "--rules", "rules.yaml"];
+    let serve = |extra: &[&str]| {
+        let cli = Cli::try_parse_from([&base[..], extra].concat())?;
+        let Command::Serve(args) = cli.command else { panic!("not serve") };
+        Ok::<_, clap::Error>(args)
+    };
+    assert_eq!(serve(&[]).unwrap().header_timeout, slidegate_server::DEFAULT_HEADER_TIMEOUT);
+    assert_eq!(serve(&["--header-timeout", "500ms"]).unwrap().header_timeout, Duration::from_millis(500));
+    let err = serve(&["--header-timeout", "0s"]).unwrap_err().to_string();
+    assert!(err.contains("above zero"), "{err}");
+    let err = serve(&["--header-timeout", "soon"]).unwrap_err().to_string();
+    assert!(err.contains("expected a duration"), "{err}");
+}

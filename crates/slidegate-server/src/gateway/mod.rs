@@ -36,10 +36,6 @@ use crate::ServiceStore;
 use crate::config::{ConfigErrors, GatewayConfig};
 use crate::stats::ServiceStats;
 
-/// How long a client may take to send a request's head (slow clients
-/// holding connections open).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// The gateway: its routes in force, shared by every connection; clones
 /// share them.
 #[derive(Clone)]
@@ -55,15 +51,19 @@ struct Inner {
     /// The service's statistics: the gateway's decisions join the page's
     /// store latency, degraded answers and most limited identities.
     stats: Arc<ServiceStats>,
+    /// How long a client may take to send a request's head.
+    header_timeout: Duration,
 }
 
 impl Gateway {
-    /// The gateway of `config`, deciding with `limiter`.
+    /// The gateway of `config`, deciding with `limiter`; a client must
+    /// send a request's head within `header_timeout`.
     pub(crate) fn new(
         config: GatewayConfig,
         limiter: Limiter<ServiceStore>,
         families: Families,
         stats: Arc<ServiceStats>,
+        header_timeout: Duration,
     ) -> Result<Gateway, ConfigErrors> {
         let table = Table::build(config, &limiter, families, &stats, None)?;
         Ok(Gateway {
@@ -73,6 +73,7 @@ impl Gateway {
                 families,
                 connections: Arc::default(),
                 stats,
+                header_timeout,
             }),
         })
     }
@@ -133,7 +134,7 @@ impl Gateway {
         builder
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .header_read_timeout(self.inner.header_timeout)
             .max_buf_size(settings.max_header_bytes);
         builder
             .http2()
