@@ -447,7 +447,7 @@ async fn accept<M, S, B>(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let (watcher, mut stop) = (graceful.watcher(), stop.clone());
+        let (watcher, mut closing) = (graceful.watcher(), stop.clone());
         let mut set = lock(&connections);
         // Finished connections leave the set as new ones come.
         while set.try_join_next().is_some() {}
@@ -465,7 +465,7 @@ async fn accept<M, S, B>(
                         return;
                     }
                 }
-                () = stopped(&mut stop) => return,
+                () = stopped(&mut closing) => return,
             }
             let service = TowerToHyperService::new(service);
             let connection =
