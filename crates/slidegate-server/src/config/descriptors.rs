@@ -80,10 +80,18 @@ impl Node {
     }
 }
 
-/// The descriptors of one level.
+/// The descriptors of one level, by key. Most levels have one key or a
+/// few (`rule`, then `user` nested in each): those are kept in a list read
+/// in order — one small allocation per level, no hashing, and the key's
+/// bytes beside its descriptors — where a map of one key took a table of
+/// four slots (a kilobyte per nested level) and a probe of its control
+/// bytes first, a cache miss per request once 10,000 rules outgrow the
+/// cache. A level with more than [`Level::LISTED`] keys is indexed by a map.
 #[derive(Debug, Default)]
 pub struct Level {
-    by_key: HashMap<Text, Keyed>,
+    keys: Vec<(Text, Keyed)>,
+    /// Each key's place in `keys`, once there are more than [`Level::LISTED`].
+    index: Option<HashMap<Text, usize>>,
 }
 
 /// A key or value as a map's key: up to [`Text::INLINE`] bytes in the map's
@@ -167,9 +175,49 @@ pub(crate) type Path<'c> = Vec<(&'c Node, How)>;
 pub(crate) struct Duplicate;
 
 impl Level {
+    /// Keys a level holds in its list alone, found by reading them in order.
+    const LISTED: usize = 8;
+
+    /// The descriptors of `key`.
+    fn keyed(&self, key: &[u8]) -> Option<&Keyed> {
+        let at = match &self.index {
+            Some(index) => *index.get(key)?,
+            None => self.keys.iter().position(|(listed, _)| listed.as_bytes() == key)?,
+        };
+        self.keys.get(at).map(|(_, keyed)| keyed)
+    }
+
+    /// The descriptors of `key`, added empty if it has none yet.
+    fn keyed_mut(&mut self, key: &str) -> &mut Keyed {
+        let found = match &self.index {
+            Some(index) => index.get(key.as_bytes()).copied(),
+            None => self.keys.iter().position(|(listed, _)| listed.as_bytes() == key.as_bytes()),
+        };
+        let at = found.unwrap_or_else(|| {
+            if self.keys.len() < Level::LISTED {
+                // A level's few keys take no more room than they need.
+                self.keys.reserve_exact(1);
+            }
+            self.keys.push((Text::new(key), Keyed::default()));
+            let at = self.keys.len() - 1;
+            match &mut self.index {
+                Some(index) => {
+                    index.insert(Text::new(key), at);
+                }
+                None if self.keys.len() > Level::LISTED => {
+                    let index = self.keys.iter().enumerate().map(|(i, (key, _))| (key.clone(), i)).collect();
+                    self.index = Some(index);
+                }
+                None => {}
+            }
+            at
+        });
+        &mut self.keys[at].1
+    }
+
     /// Adds `node`.
     pub(crate) fn insert(&mut self, node: Node) -> Result<(), Duplicate> {
-        let keyed = self.by_key.entry(Text::new(&node.key)).or_default();
+        let keyed = self.keyed_mut(&node.key);
         match node.value.as_deref() {
             None if keyed.any.is_some() => Err(Duplicate),
             None => {
@@ -199,7 +247,7 @@ impl Level {
         let mut level = self;
         let mut path = Vec::with_capacity(entries.len());
         for (i, &(key, value)) in entries.iter().enumerate() {
-            let keyed = level.by_key.get(key.as_bytes())?;
+            let keyed = level.keyed(key.as_bytes())?;
             let (node, how) = if let Some(node) = keyed.exact.get(value.as_bytes()) {
                 (node, How::Exact)
             } else if let Some((_, node)) = keyed.wildcards.iter().find(|(p, _)| p.matches(value)) {
@@ -217,7 +265,7 @@ impl Level {
 
     /// Every descriptor of this level, in no particular order.
     pub(crate) fn nodes(&self) -> impl Iterator<Item = &Node> {
-        self.by_key.values().flat_map(|keyed| {
+        self.keys.iter().map(|(_, keyed)| keyed).flat_map(|keyed| {
             keyed.exact.values().chain(keyed.wildcards.iter().map(|(_, node)| node)).chain(keyed.any.as_ref())
         })
     }
@@ -258,6 +306,29 @@ mod tests {
         assert!(level.lookup(&[("other", "v")]).is_none());
         let duplicate = Node { key: "k".into(), value: Some("v".repeat(30)), ..Node::default() };
         assert!(level.insert(duplicate).is_err(), "a long value is a duplicate too");
+    }
+
+    /// Keys are found alike while a level lists them and once it indexes
+    /// them; a key's second descriptor with the same value is refused either way.
+    #[test]
+    fn levels_of_few_keys_and_of_many_find_each() {
+        let mut level = Level::default();
+        for n in 0..40 {
+            let key = format!("key{n}");
+            level.insert(Node { key: key.clone(), value: Some("v".into()), ..Node::default() }).unwrap();
+            level.insert(Node { key: key.clone(), value: None, ..Node::default() }).unwrap();
+            assert_eq!(level.index.is_some(), n + 1 > Level::LISTED, "{n}");
+            for m in 0..=n {
+                let key = format!("key{m}");
+                let path = level.lookup(&[(&key, "v")]).unwrap();
+                assert_eq!((path[0].0.key.as_str(), path[0].1), (key.as_str(), How::Exact));
+                assert_eq!(level.lookup(&[(&key, "w")]).unwrap()[0].1, How::Any);
+            }
+            assert!(level.lookup(&[(&format!("key{}", n + 1), "v")]).is_none());
+            let again = Node { key, value: Some("v".into()), ..Node::default() };
+            assert!(level.insert(again).is_err());
+        }
+        assert_eq!(level.nodes().count(), 80);
     }
 
     #[test]
