@@ -95,7 +95,8 @@ pub struct TargetArgs {
     /// gateway), or `h2c://HOST:PORT/PATH` for the same requests over
     /// HTTP/2 without TLS (prior knowledge, `--connections` shared
     /// connections). Keys are `0` … `--keys - 1`, written where `{key}`
-    /// stands in `--descriptor` and `--header`.
+    /// stands in `--descriptor` and `--header` (`{key%N}`: the key
+    /// modulo `N`).
     #[arg(long, value_name = "URL")]
     pub target: Option<Target>,
 
@@ -105,8 +106,9 @@ pub struct TargetArgs {
     pub domain: Option<String>,
 
     /// One request descriptor, `key=value[,key=value…]`, `{key}` standing
-    /// for the request's key, e.g. `user={key}` or
-    /// `path=/api,user=u{key}`; give it again for more descriptors.
+    /// for the request's key and `{key%N}` for it modulo `N`, e.g.
+    /// `user={key}`, `path=/api,user=u{key}` or `rule=r{key%10},user={key}`
+    /// (the keys spread over ten rules); give it again for more descriptors.
     #[arg(long = "descriptor", value_name = "ENTRIES")]
     pub descriptors: Vec<String>,
 

@@ -1,32 +1,62 @@
 //! Text with `{key}` placeholders: the descriptors and headers of
-//! `bench --target`, written anew for every request's key.
+//! `bench --target`, written anew for every request's key. `{key%N}`
+//! stands for the key modulo `N`: `rule=r{key%10},user={key}` spreads
+//! the keys' identities over ten rules.
 
 use std::fmt::Write as _;
 
 use anyhow::{Context as _, bail};
 
-/// What stands for the request's key.
-pub(crate) const PLACEHOLDER: &str = "{key}";
-
 /// Text with placeholders, split once so writing it is cheap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Template {
-    /// The literal pieces; the key goes between each two.
+    /// The literal pieces; a placeholder goes between each two.
     pieces: Vec<String>,
+    /// Per placeholder, the modulus of `{key%N}` (`None`: the key itself).
+    moduli: Vec<Option<u64>>,
 }
 
 impl Template {
-    /// `text`, with every `{key}` a placeholder.
-    pub(crate) fn new(text: &str) -> Template {
-        Template { pieces: text.split(PLACEHOLDER).map(str::to_owned).collect() }
+    /// `text`, with every `{key}` and `{key%N}` a placeholder.
+    ///
+    /// # Errors
+    ///
+    /// A `{key%N}` whose `N` is not a whole number above zero.
+    pub(crate) fn new(text: &str) -> anyhow::Result<Template> {
+        let (mut pieces, mut moduli) = (Vec::new(), Vec::new());
+        let mut rest = text;
+        let mut piece = String::new();
+        while let Some(at) = rest.find("{key") {
+            piece.push_str(&rest[..at]);
+            let after = &rest[at + 4..];
+            if let Some(tail) = after.strip_prefix('}') {
+                moduli.push(None);
+                rest = tail;
+            } else if let Some((modulus, tail)) = after.strip_prefix('%').and_then(|m| m.split_once('}')) {
+                let modulus = modulus.parse::<u64>().ok().filter(|&m| m > 0).with_context(|| {
+                    format!("`{text}`: in `{{key%{modulus}}}` the modulus must be a whole number above zero")
+                })?;
+                moduli.push(Some(modulus));
+                rest = tail;
+            } else {
+                // Not a placeholder: `{key` taken literally.
+                piece.push_str("{key");
+                rest = after;
+                continue;
+            }
+            pieces.push(std::mem::take(&mut piece));
+        }
+        piece.push_str(rest);
+        pieces.push(piece);
+        Ok(Template { pieces, moduli })
     }
 
     /// Writes the text with `key` in every placeholder to `out` (cleared first).
     pub(crate) fn write(&self, key: u64, out: &mut String) {
         out.clear();
         for (i, piece) in self.pieces.iter().enumerate() {
-            if i > 0 {
-                let _ = write!(out, "{key}");
+            if let Some(modulus) = i.checked_sub(1).map(|at| self.moduli[at]) {
+                let _ = write!(out, "{}", modulus.map_or(key, |m| key % m));
             }
             out.push_str(piece);
         }
@@ -53,7 +83,7 @@ pub(crate) fn parse_descriptor(text: &str) -> anyhow::Result<Vec<EntryTemplate>>
             if key.is_empty() {
                 bail!("--descriptor `{text}`: the entry `{entry}` has an empty key");
             }
-            Ok((Template::new(key), Template::new(value)))
+            Ok((Template::new(key)?, Template::new(value)?))
         })
         .collect()
 }
@@ -70,10 +100,11 @@ pub(crate) fn parse_header(text: &str) -> anyhow::Result<(http::HeaderName, Temp
         .with_context(|| format!("--header `{text}`: `{}` is not a header name", name.trim()))?;
     let value = value.trim();
     // The value with a key in it must still be a valid header value.
+    let template = Template::new(value).with_context(|| format!("--header `{text}`"))?;
     let mut probe = String::new();
-    Template::new(value).write(0, &mut probe);
+    template.write(0, &mut probe);
     http::HeaderValue::from_str(&probe).with_context(|| format!("--header `{text}`: not a valid value"))?;
-    Ok((name, Template::new(value)))
+    Ok((name, template))
 }
 
 #[cfg(test)]
@@ -83,12 +114,22 @@ mod tests {
     #[test]
     fn writes_keys_into_placeholders() {
         let mut out = String::from("left over");
-        Template::new("u{key}-{key}").write(42, &mut out);
+        let write = |text: &str, key: u64, out: &mut String| Template::new(text).unwrap().write(key, out);
+        write("u{key}-{key}", 42, &mut out);
         assert_eq!(out, "u42-42");
-        Template::new("{key}").write(7, &mut out);
+        write("{key}", 7, &mut out);
         assert_eq!(out, "7");
-        Template::new("plain").write(7, &mut out);
+        write("plain", 7, &mut out);
         assert_eq!(out, "plain");
+        write("r{key%10},u{key}", 12345, &mut out);
+        assert_eq!(out, "r5,u12345");
+        write("{key%1}{key", 9, &mut out);
+        assert_eq!(out, "0{key");
+        write("{keys}{key%x", 9, &mut out);
+        assert_eq!(out, "{keys}{key%x");
+        for bad in ["{key%0}", "{key%-1}", "{key%ten}", "{key%}"] {
+            assert!(Template::new(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -99,13 +140,13 @@ mod tests {
         entries[1].1.write(3, &mut out);
         assert_eq!(out, "u3");
         // A value may hold `=`.
-        assert_eq!(parse_descriptor("q=a=b").unwrap()[0].1, Template::new("a=b"));
-        for bad in ["", "user", "=x", "a=1,,b=2"] {
+        assert_eq!(parse_descriptor("q=a=b").unwrap()[0].1, Template::new("a=b").unwrap());
+        for bad in ["", "user", "=x", "a=1,,b=2", "rule=r{key%0}"] {
             assert!(parse_descriptor(bad).is_err(), "{bad}");
         }
         let (name, value) = parse_header("X-User: {key}").unwrap();
-        assert_eq!((name.as_str(), value), ("x-user", Template::new("{key}")));
-        for bad in ["no colon", "bad name: v", ": v", "x: a\u{7f}b"] {
+        assert_eq!((name.as_str(), value), ("x-user", Template::new("{key}").unwrap()));
+        for bad in ["no colon", "bad name: v", ": v", "x: a\u{7f}b", "x: {key%0}"] {
             assert!(parse_header(bad).is_err(), "{bad}");
         }
     }
