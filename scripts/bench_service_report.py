@@ -208,7 +208,10 @@ def reload_round(n):
     at = float(text(f"reload-at-{n}.txt", "3"))
     during = [s for s in r["seconds"] if s["second"] in (math.floor(at), math.floor(at) + 1)]
     before = [s for s in r["seconds"] if 1 <= s["second"] < math.floor(at)]
-    p99_before = median([s["latency_us"]["p99"] for s in before]) if before else 0
+    # The lower of the seconds before: the first of a fresh server may
+    # still hold its warm-up (p99 of ~10 ms in some runs), and the upper
+    # median of two seconds is their maximum, which flattered the ratio.
+    p99_before = min(s["latency_us"]["p99"] for s in before) if before else 0
     p99_during = max((s["latency_us"]["p99"] for s in during), default=0)
     # `slidegate_config_reloads_total{result="ok"} 1` from the server's /metrics.
     reloaded = any(float(line.split()[-1]) >= 1
@@ -226,7 +229,7 @@ reloaded = all(x["reloaded"] for x in reloads)
 each = ", ".join(f"{x['during']:,}/{x['before']:,} µs = {x['ratio']:.2f}×" for x in reloads)
 target(6, f"reload to 10,000 descriptors under load (open loop at {middle['run']['offered_per_sec']:,.0f}/s, half the "
           f"peak; SIGHUP at {middle['at']:.1f} s; three runs, each on a fresh serve, the median by ratio): p99 in the "
-          "reload's second and the next against the seconds before",
+          "reload's second and the next against the lower of the two seconds before",
        f"{middle['during']:,} µs (runs: {each}); {requests:,} requests of {offered:,.0f} offered, {lost} errors, "
        f"{'reloaded' if reloaded else 'NOT reloaded'} every time",
        f"before {middle['before']:,} µs", middle["ratio"], "<=", 2.0)
