@@ -86,11 +86,11 @@ impl Node {
 /// bytes beside its descriptors — where a map of one key took a table of
 /// four slots (a kilobyte per nested level) and a probe of its control
 /// bytes first, a cache miss per request once 10,000 rules outgrow the
-/// cache. A level with more than [`Level::LISTED`] keys is indexed by a map.
+/// cache. A level with more than eight keys is indexed by a map.
 #[derive(Debug, Default)]
 pub struct Level {
     keys: Vec<(Text, Keyed)>,
-    /// Each key's place in `keys`, once there are more than [`Level::LISTED`].
+    /// Each key's place in `keys`, once there are more than `LISTED`.
     index: Option<HashMap<Text, usize>>,
 }
 
