@@ -66,9 +66,10 @@ fn lower_priority() {}
 /// of 2 MiB had the kernel clear it all — a third of a 10,000-descriptor
 /// reload's CPU — while the decisions around it stalled. By hand
 /// (docs/benchmark-notes.md, ninth session), the p99 of a reload's second
-/// under load fell from 6.4 to 3.6 ms (medians of eight runs) with huge
-/// pages off; off for good, decisions cost 2–4 % more, so they come back
-/// once the reload is over (memory the reload took keeps its small pages).
+/// under load was 3.7–7.2 ms (median 6.4) with huge pages, 3.0–3.5 ms
+/// with this switch. Off for good, decisions cost 2–4 % more, so they
+/// come back once the reload is over (memory the reload took keeps its
+/// small pages).
 struct SmallPages;
 
 /// Reloads running, and whether they turned huge pages off (to turn them
