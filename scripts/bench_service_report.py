@@ -183,6 +183,8 @@ load_s = median([r["seconds"] for r in loads])
 rows.append((6, "10,000 descriptors loaded and checked (`serve --check`, the whole process; median of 3)",
              f"{load_s * 1000:.0f} ms ({listed((r['seconds'] * 1000 for r in loads), '{:.0f}')})", "",
              "≤ 1 s", load_s <= 1.0 and all(r["ok"] for r in loads)))
+
+
 def matching(prefix):
     """CPU per decision (medians) of the 10- and 10,000-rule servers, and their texts."""
     m10, m10k = runs(f"{prefix}-10"), runs(f"{prefix}-10000")
@@ -202,6 +204,8 @@ c10, c10k, measured, baseline = matching("match")
 rows.append((6, "for comparison: each request a different rule's own counter (requests `rule=r{key}`: 10 counters "
              "against 10,000, so the store's state grows with the rules too, and the 10,000-rule server's first round "
              "allocates them)", measured, baseline, f"{c10k / c10:.2f}× (reported)", None))
+
+
 def reload_round(n):
     """One reload run: its ratio, p99s, requests and whether it reloaded."""
     r = load(f"reload-{n}")

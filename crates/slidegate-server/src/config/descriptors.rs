@@ -178,22 +178,22 @@ impl Level {
     /// Keys a level holds in its list alone, found by reading them in order.
     const LISTED: usize = 8;
 
+    /// Where `key` is in `keys`.
+    fn position(&self, key: &[u8]) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(key).copied(),
+            None => self.keys.iter().position(|(listed, _)| listed.as_bytes() == key),
+        }
+    }
+
     /// The descriptors of `key`.
     fn keyed(&self, key: &[u8]) -> Option<&Keyed> {
-        let at = match &self.index {
-            Some(index) => *index.get(key)?,
-            None => self.keys.iter().position(|(listed, _)| listed.as_bytes() == key)?,
-        };
-        self.keys.get(at).map(|(_, keyed)| keyed)
+        self.keys.get(self.position(key)?).map(|(_, keyed)| keyed)
     }
 
     /// The descriptors of `key`, added empty if it has none yet.
     fn keyed_mut(&mut self, key: &str) -> &mut Keyed {
-        let found = match &self.index {
-            Some(index) => index.get(key.as_bytes()).copied(),
-            None => self.keys.iter().position(|(listed, _)| listed.as_bytes() == key.as_bytes()),
-        };
-        let at = found.unwrap_or_else(|| {
+        let at = self.position(key.as_bytes()).unwrap_or_else(|| {
             if self.keys.len() < Level::LISTED {
                 // A level's few keys take no more room than they need.
                 self.keys.reserve_exact(1);
@@ -265,7 +265,7 @@ impl Level {
 
     /// Every descriptor of this level, in no particular order.
     pub(crate) fn nodes(&self) -> impl Iterator<Item = &Node> {
-        self.keys.iter().map(|(_, keyed)| keyed).flat_map(|keyed| {
+        self.keys.iter().flat_map(|(_, keyed)| {
             keyed.exact.values().chain(keyed.wildcards.iter().map(|(_, node)| node)).chain(keyed.any.as_ref())
         })
     }

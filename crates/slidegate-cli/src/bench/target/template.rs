@@ -10,10 +10,11 @@ use anyhow::{Context as _, bail};
 /// Text with placeholders, split once so writing it is cheap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Template {
-    /// The literal pieces; a placeholder goes between each two.
-    pieces: Vec<String>,
-    /// Per placeholder, the modulus of `{key%N}` (`None`: the key itself).
-    moduli: Vec<Option<u64>>,
+    /// The literal text before the first placeholder.
+    head: String,
+    /// Each placeholder — the modulus of `{key%N}`, `None` for the key
+    /// itself — and the literal text after it.
+    parts: Vec<(Option<u64>, String)>,
 }
 
 impl Template {
@@ -23,42 +24,45 @@ impl Template {
     ///
     /// A `{key%N}` whose `N` is not a whole number above zero.
     pub(crate) fn new(text: &str) -> anyhow::Result<Template> {
-        let (mut pieces, mut moduli) = (Vec::new(), Vec::new());
+        let (mut head, mut parts) = (String::new(), Vec::new());
         let mut rest = text;
-        let mut piece = String::new();
         while let Some(at) = rest.find("{key") {
-            piece.push_str(&rest[..at]);
+            let literal = match parts.last_mut() {
+                Some((_, after)) => after,
+                None => &mut head,
+            };
+            literal.push_str(&rest[..at]);
             let after = &rest[at + 4..];
-            if let Some(tail) = after.strip_prefix('}') {
-                moduli.push(None);
-                rest = tail;
+            let (modulus, tail) = if let Some(tail) = after.strip_prefix('}') {
+                (None, tail)
             } else if let Some((modulus, tail)) = after.strip_prefix('%').and_then(|m| m.split_once('}')) {
                 let modulus = modulus.parse::<u64>().ok().filter(|&m| m > 0).with_context(|| {
                     format!("`{text}`: in `{{key%{modulus}}}` the modulus must be a whole number above zero")
                 })?;
-                moduli.push(Some(modulus));
-                rest = tail;
+                (Some(modulus), tail)
             } else {
                 // Not a placeholder: `{key` taken literally.
-                piece.push_str("{key");
+                literal.push_str("{key");
                 rest = after;
                 continue;
-            }
-            pieces.push(std::mem::take(&mut piece));
+            };
+            parts.push((modulus, String::new()));
+            rest = tail;
         }
-        piece.push_str(rest);
-        pieces.push(piece);
-        Ok(Template { pieces, moduli })
+        match parts.last_mut() {
+            Some((_, after)) => after.push_str(rest),
+            None => head.push_str(rest),
+        }
+        Ok(Template { head, parts })
     }
 
     /// Writes the text with `key` in every placeholder to `out` (cleared first).
     pub(crate) fn write(&self, key: u64, out: &mut String) {
         out.clear();
-        for (i, piece) in self.pieces.iter().enumerate() {
-            if let Some(modulus) = i.checked_sub(1).map(|at| self.moduli[at]) {
-                let _ = write!(out, "{}", modulus.map_or(key, |m| key % m));
-            }
-            out.push_str(piece);
+        out.push_str(&self.head);
+        for (modulus, after) in &self.parts {
+            let _ = write!(out, "{}", modulus.map_or(key, |m| key % m));
+            out.push_str(after);
         }
     }
 }
