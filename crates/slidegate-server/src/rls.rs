@@ -15,7 +15,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::R
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
 use slidegate::{MultiDecision, Rule};
-use slidegate_tower::headers::{Families, quota_headers};
+use slidegate_tower::headers::{Families, for_each_quota_header, quota_headers};
 use tonic::{Request, Response, Status};
 
 use crate::Decider;
@@ -145,14 +145,9 @@ pub(crate) fn to_pb(answer: &CheckAnswer, families: Families) -> RateLimitRespon
 
 /// The quota headers of `answer` (none when no family is on).
 pub(crate) fn headers_of(answer: &CheckAnswer, families: Families) -> http::HeaderMap {
-    if !(families.ietf || families.legacy) {
+    let Some((rules, multi)) = quota_decisions(answer, families) else {
         return http::HeaderMap::new();
-    }
-    let (rules, decisions): (Vec<&Rule>, Vec<_>) = answer.decisions().unzip();
-    if rules.is_empty() {
-        return http::HeaderMap::new();
-    }
-    let multi = MultiDecision::from_decisions(decisions);
+    };
     let mut headers = quota_headers(&rules, &multi, families);
     if answer.code == Code::Ok {
         // Shadow limits deny nothing.
@@ -161,17 +156,34 @@ pub(crate) fn headers_of(answer: &CheckAnswer, families: Families) -> http::Head
     headers
 }
 
+/// The quota headers of `answer` as RLS header options, written as text
+/// straight into them (no header map in between: every answer has them).
 fn header_options(answer: &CheckAnswer, families: Families) -> Vec<HeaderValue> {
-    headers_of(answer, families)
-        .iter()
-        .filter_map(|(name, value)| {
-            Some(HeaderValue {
-                key: name.as_str().to_owned(),
-                value: value.to_str().ok()?.to_owned(),
-                ..HeaderValue::default()
-            })
-        })
-        .collect()
+    let mut options = Vec::new();
+    if let Some((rules, multi)) = quota_decisions(answer, families) {
+        // Shadow limits deny nothing.
+        let admitted = answer.code == Code::Ok;
+        for_each_quota_header(&rules, &multi, families, |key, value| {
+            if !(admitted && key == http::header::RETRY_AFTER) {
+                options.push(HeaderValue {
+                    key: key.to_owned(),
+                    value: value.to_owned(),
+                    ..HeaderValue::default()
+                });
+            }
+        });
+    }
+    options
+}
+
+/// The rules that decided `answer` and their decisions, when it has
+/// quota headers to write.
+fn quota_decisions(answer: &CheckAnswer, families: Families) -> Option<(Vec<&Rule>, MultiDecision)> {
+    if !(families.ietf || families.legacy) {
+        return None;
+    }
+    let (rules, decisions): (Vec<&Rule>, Vec<_>) = answer.decisions().unzip();
+    (!rules.is_empty()).then(|| (rules, MultiDecision::from_decisions(decisions)))
 }
 
 fn pb_duration(d: Duration) -> PbDuration {

@@ -46,15 +46,134 @@ impl Families {
 
 /// The quota headers of a decision, as the layer writes them: `rules[i]`
 /// decided `multi.decisions[i]`; with `Retry-After` when it denied. For
-/// other edges that answer with the same fields (the rate-limit service
-/// puts them in an RLS answer's `response_headers_to_add`).
+/// other edges that answer with the same fields.
 pub fn quota_headers(rules: &[&Rule], multi: &MultiDecision, families: Families) -> HeaderMap {
     let mut headers = HeaderMap::new();
-    add_quota_headers(&mut headers, &rules.iter().copied(), None, multi, families, Headers::Own);
-    if !multi.allowed {
-        headers.insert(http::header::RETRY_AFTER, retry_after(multi.retry_after()));
-    }
+    own_quota_headers(&mut headers, rules, multi, families);
     headers
+}
+
+/// The headers [`quota_headers`] builds, handed to `put` one at a time as
+/// name and value text, in the same order: for answers that carry headers
+/// as strings (the rate-limit service's RLS `response_headers_to_add`),
+/// without a header map in between.
+pub fn for_each_quota_header(
+    rules: &[&Rule],
+    multi: &MultiDecision,
+    families: Families,
+    put: impl FnMut(&str, &str),
+) {
+    own_quota_headers(&mut Texts(put), rules, multi, families);
+}
+
+/// The quota headers of a decision, and `Retry-After` when it denied, to a
+/// sink nothing was written to.
+fn own_quota_headers(sink: &mut impl Sink, rules: &[&Rule], multi: &MultiDecision, families: Families) {
+    add_quota_headers(sink, &rules.iter().copied(), None, multi, families, Headers::Own);
+    if !multi.allowed {
+        sink.insert(http::header::RETRY_AFTER, Value::Number(retry_after_secs(multi.retry_after())));
+    }
+}
+
+/// A quota header's value, as the writer has it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Value<'a> {
+    /// A whole number, in decimal.
+    Number(u64),
+    /// Text written in a buffer (ASCII: rule names are).
+    Text(&'a [u8]),
+    /// A value built before.
+    Built(&'a HeaderValue),
+}
+
+/// Where quota headers are written: a response's header map, or text
+/// handed on.
+pub(crate) trait Sink {
+    /// Whether nothing was written to it yet.
+    fn is_empty(&self) -> bool;
+    /// Makes room for `additional` more headers.
+    fn reserve(&mut self, additional: usize) {
+        let _ = additional;
+    }
+    /// Adds `value` beside those `name` already has (the IETF lists).
+    fn append(&mut self, name: HeaderName, value: Value<'_>);
+    /// Sets `name` to `value`, replacing what it had.
+    fn insert(&mut self, name: HeaderName, value: Value<'_>);
+    /// The text `name` holds, if any.
+    fn text(&self, name: &HeaderName) -> Option<&str>;
+}
+
+impl Value<'_> {
+    /// The value as a header value (`None` for text that cannot be one,
+    /// which rule names never are).
+    fn header(self) -> Option<HeaderValue> {
+        match self {
+            Value::Number(n) => Some(number_value(n)),
+            Value::Text(bytes) => HeaderValue::from_bytes(bytes).ok(),
+            Value::Built(value) => Some(value.clone()),
+        }
+    }
+}
+
+impl Sink for HeaderMap {
+    fn is_empty(&self) -> bool {
+        HeaderMap::is_empty(self)
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        HeaderMap::reserve(self, additional);
+    }
+
+    fn append(&mut self, name: HeaderName, value: Value<'_>) {
+        if let Some(value) = value.header() {
+            HeaderMap::append(self, name, value);
+        }
+    }
+
+    fn insert(&mut self, name: HeaderName, value: Value<'_>) {
+        if let Some(value) = value.header() {
+            HeaderMap::insert(self, name, value);
+        }
+    }
+
+    fn text(&self, name: &HeaderName) -> Option<&str> {
+        self.get(name)?.to_str().ok()
+    }
+}
+
+/// A sink handing each header on as text; it holds none itself.
+struct Texts<F>(F);
+
+impl<F: FnMut(&str, &str)> Texts<F> {
+    fn put(&mut self, name: &HeaderName, value: Value<'_>) {
+        let mut digits = [0u8; 20];
+        let bytes = match value {
+            Value::Number(n) => write_number(&mut digits, n),
+            Value::Text(bytes) => bytes,
+            Value::Built(value) => value.as_bytes(),
+        };
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            (self.0)(name.as_str(), text);
+        }
+    }
+}
+
+impl<F: FnMut(&str, &str)> Sink for Texts<F> {
+    fn is_empty(&self) -> bool {
+        true
+    }
+
+    fn append(&mut self, name: HeaderName, value: Value<'_>) {
+        self.put(&name, value);
+    }
+
+    fn insert(&mut self, name: HeaderName, value: Value<'_>) {
+        self.put(&name, value);
+    }
+
+    fn text(&self, _: &HeaderName) -> Option<&str> {
+        None
+    }
 }
 
 /// Whole seconds, rounded up (a client waiting the rounded-down time would
@@ -65,8 +184,13 @@ pub(crate) fn ceil_secs(d: Duration) -> u64 {
 
 /// Appends `n` in decimal: the headers are written on every response,
 /// and `core::fmt` was the largest part of the layer's own work.
-pub(crate) fn push_number(out: &mut Vec<u8>, mut n: u64) {
+pub(crate) fn push_number(out: &mut Vec<u8>, n: u64) {
     let mut digits = [0u8; 20];
+    out.extend_from_slice(write_number(&mut digits, n));
+}
+
+/// `n` in decimal, written at the end of `digits`: the digits written.
+fn write_number(digits: &mut [u8; 20], mut n: u64) -> &[u8] {
     let mut at = digits.len();
     loop {
         at -= 1;
@@ -76,7 +200,7 @@ pub(crate) fn push_number(out: &mut Vec<u8>, mut n: u64) {
             break;
         }
     }
-    out.extend_from_slice(&digits[at..]);
+    &digits[at..]
 }
 
 /// The numbers whose header values are static (no allocation): the
@@ -184,12 +308,7 @@ pub(crate) fn with_scratch<T>(write: impl FnOnce(&mut Vec<u8>), finish: impl FnO
     })
 }
 
-/// A header value of list items, written by `write`.
-fn list_value(write: impl FnOnce(&mut Vec<u8>)) -> Option<HeaderValue> {
-    with_scratch(write, |bytes| HeaderValue::from_bytes(bytes).ok())
-}
-
-/// Whether a header map may already hold quota headers.
+/// Whether a sink may already hold quota headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Headers {
     /// The layer's own limited response: nobody else wrote to it.
@@ -207,7 +326,7 @@ pub(crate) enum Headers {
 /// layer wrote; the legacy headers and the warning keep the most binding
 /// rule's values (least remaining, then the longest reset).
 pub(crate) fn add_quota_headers<'r>(
-    headers: &mut HeaderMap,
+    headers: &mut impl Sink,
     rules: &(impl Iterator<Item = &'r Rule> + Clone),
     policy: Option<&HeaderValue>,
     multi: &MultiDecision,
@@ -222,22 +341,24 @@ pub(crate) fn add_quota_headers<'r>(
         let pairs = || rules.clone().zip(&multi.decisions);
         // The decision's limit: the one enforced, also when adaptive
         // limits scale the configured one.
-        let policy = match policy {
-            Some(policy) if pairs().all(|(rule, d)| d.limit == rule.limit()) => Some(policy.clone()),
-            _ => list_value(|out| {
-                pairs().for_each(|(rule, d)| push_policy(out, rule, d.limit));
-            }),
-        };
-        let current = list_value(|out| {
-            for (rule, decision) in pairs() {
-                let remaining = (&b";r="[..], u64::from(decision.remaining));
-                push_item(out, rule, remaining, (b";t=", ceil_secs(decision.reset_after)));
+        match policy {
+            Some(policy) if pairs().all(|(rule, d)| d.limit == rule.limit()) => {
+                headers.append(RATELIMIT_POLICY, Value::Built(policy));
             }
-        });
-        if let (Some(policy), Some(current)) = (policy, current) {
-            headers.append(RATELIMIT_POLICY, policy);
-            headers.append(RATELIMIT, current);
+            _ => with_scratch(
+                |out| pairs().for_each(|(rule, d)| push_policy(out, rule, d.limit)),
+                |list| headers.append(RATELIMIT_POLICY, Value::Text(list)),
+            ),
         }
+        with_scratch(
+            |out| {
+                for (rule, decision) in pairs() {
+                    let remaining = (&b";r="[..], u64::from(decision.remaining));
+                    push_item(out, rule, remaining, (b";t=", ceil_secs(decision.reset_after)));
+                }
+            },
+            |list| headers.append(RATELIMIT, Value::Text(list)),
+        );
     }
     if families.legacy
         && let Some(binding) = multi.binding()
@@ -255,37 +376,46 @@ pub(crate) fn add_quota_headers<'r>(
             _ => true,
         };
         if binds_more {
-            headers.insert(X_RATELIMIT_LIMIT, number_value(u64::from(binding.limit)));
-            headers.insert(X_RATELIMIT_REMAINING, number_value(u64::from(binding.remaining)));
-            headers.insert(X_RATELIMIT_RESET, number_value(reset));
+            headers.insert(X_RATELIMIT_LIMIT, Value::Number(u64::from(binding.limit)));
+            headers.insert(X_RATELIMIT_REMAINING, Value::Number(u64::from(binding.remaining)));
+            headers.insert(X_RATELIMIT_RESET, Value::Number(reset));
         }
     }
     if families.degraded && multi.decisions.iter().any(|d| d.state == State::Degraded) {
-        headers.insert(X_RATELIMIT_DEGRADED, HeaderValue::from_static("1"));
+        headers.insert(X_RATELIMIT_DEGRADED, Value::Number(1));
     }
     if let Some(warned) =
         multi.decisions.iter().filter(|d| d.state == State::Warned).map(|d| d.violations).max()
     {
         let written = (kind == Headers::Inner)
-            .then(|| headers.get(&X_RATELIMIT_WARNING))
+            .then(|| headers.text(&X_RATELIMIT_WARNING))
             .flatten()
-            .and_then(|v| v.to_str().ok()?.strip_prefix("violations=")?.parse::<u32>().ok());
-        if written.is_none_or(|written| warned > written)
-            && let Ok(v) = HeaderValue::from_str(&format!("violations={warned}"))
-        {
-            headers.insert(X_RATELIMIT_WARNING, v);
+            .and_then(|v| v.strip_prefix("violations=")?.parse::<u32>().ok());
+        if written.is_none_or(|written| warned > written) {
+            with_scratch(
+                |out| {
+                    out.extend_from_slice(b"violations=");
+                    push_number(out, u64::from(warned));
+                },
+                |value| headers.insert(X_RATELIMIT_WARNING, Value::Text(value)),
+            );
         }
     }
 }
 
 /// A header holding a whole number (one an inner layer wrote).
-fn number(headers: &HeaderMap, name: &HeaderName) -> Option<u64> {
-    headers.get(name)?.to_str().ok()?.parse().ok()
+fn number(headers: &impl Sink, name: &HeaderName) -> Option<u64> {
+    headers.text(name)?.parse().ok()
 }
 
 /// `Retry-After` of a denial: whole seconds, rounded up, at least 1.
 pub(crate) fn retry_after(decision_retry: Duration) -> HeaderValue {
-    number_value(ceil_secs(decision_retry).max(1))
+    number_value(retry_after_secs(decision_retry))
+}
+
+/// The seconds of `Retry-After` for a denial's wait.
+fn retry_after_secs(decision_retry: Duration) -> u64 {
+    ceil_secs(decision_retry).max(1)
 }
 
 #[cfg(test)]
@@ -332,6 +462,61 @@ mod tests {
         assert_eq!(headers[RATELIMIT_POLICY], r#""api";q=40;w=60"#);
         assert_eq!(headers[RATELIMIT], r#""api";r=39;t=60"#);
         assert_eq!(headers[X_RATELIMIT_LIMIT], "40");
+    }
+
+    #[test]
+    fn the_text_writer_hands_on_what_the_map_holds() {
+        let a = Rule::per_minute(NonZeroU32::new(100).unwrap()).named("api").unwrap();
+        let b = Rule::per_second(NonZeroU32::new(5).unwrap());
+        let mut warned = Decision::allowed(5, 1, Duration::from_millis(200));
+        warned.state = State::Warned;
+        warned.violations = 3;
+        let mut degraded = Decision::allowed(100, 100, Duration::ZERO);
+        degraded.state = State::Degraded;
+        let cases = [
+            vec![Decision::allowed(100, 42, Duration::from_millis(59_500)), warned],
+            vec![
+                Decision::allowed(100, 7, Duration::from_secs(60)),
+                Decision::limited(5, 0, Duration::from_millis(1500), Duration::from_secs(1)),
+            ],
+            vec![degraded, Decision::allowed(5, 4, Duration::from_secs(1))],
+        ];
+        let all_families = (0..8).map(|bits| Families::new(bits & 1 != 0, bits & 2 != 0, bits & 4 != 0));
+        for families in all_families {
+            for decisions in &cases {
+                let multi = MultiDecision::from_decisions(decisions.clone());
+                let map = quota_headers(&[&a, &b], &multi, families);
+                let from_map: Vec<(String, String)> = map
+                    .iter()
+                    .map(|(name, value)| (name.as_str().to_owned(), value.to_str().unwrap().to_owned()))
+                    .collect();
+                let mut texts = Vec::new();
+                for_each_quota_header(&[&a, &b], &multi, families, |name, value| {
+                    texts.push((name.to_owned(), value.to_owned()));
+                });
+                let sorted = |mut pairs: Vec<(String, String)>| {
+                    pairs.sort();
+                    pairs
+                };
+                assert_eq!(sorted(texts), sorted(from_map), "{families:?} {decisions:?}");
+            }
+        }
+        let denied = MultiDecision::from_decisions(cases[1].clone());
+        let mut texts = Vec::new();
+        for_each_quota_header(&[&a, &b], &denied, Families::new(true, true, false), |name, value| {
+            texts.push(format!("{name}: {value}"));
+        });
+        assert_eq!(
+            texts,
+            [
+                r#"ratelimit-policy: "api";q=100;w=60, "5/1000ms";q=5;w=1"#,
+                r#"ratelimit: "api";r=7;t=60, "5/1000ms";r=0;t=1"#,
+                "x-ratelimit-limit: 5",
+                "x-ratelimit-remaining: 0",
+                "x-ratelimit-reset: 1",
+                "retry-after: 2",
+            ]
+        );
     }
 
     #[test]
