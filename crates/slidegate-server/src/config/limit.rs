@@ -135,9 +135,10 @@ impl Limit {
     /// unchanged keeps its counters across reloads, and one that changes
     /// starts afresh.
     pub(crate) fn write_identity_part(&self, out: &mut String) {
-        use std::fmt::Write;
-        // Writing to a String cannot fail.
-        let _ = write!(out, "|{}#{}", self.index, self.name.as_deref().unwrap_or(""));
+        out.push('|');
+        out.push_str(itoa::Buffer::new().format(self.index));
+        out.push('#');
+        out.push_str(self.name.as_deref().unwrap_or(""));
     }
 
     /// The limit as `/v1/rules` shows it.

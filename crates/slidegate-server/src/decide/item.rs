@@ -95,13 +95,14 @@ pub(super) fn identity(
     entries: &[(&str, &str)],
     configured: Option<(&MatchPath<'_>, &Limit)>,
 ) -> String {
-    use std::fmt::Write;
     let mut out = String::with_capacity(
         24 + domain.len() + entries.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>(),
     );
-    // Writing to a String cannot fail.
+    // Lengths by itoa, not `write!`: every request builds one per limit.
     let mut push = |part: &str| {
-        let _ = write!(out, "{}:{part}", part.len());
+        out.push_str(itoa::Buffer::new().format(part.len()));
+        out.push(':');
+        out.push_str(part);
     };
     push(domain);
     for (i, &(key, value)) in entries.iter().enumerate() {
@@ -181,4 +182,17 @@ pub(super) fn override_limit(
         source: "the request's descriptor".into(),
         rates: Default::default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_identity_spells_each_part_with_its_length() {
+        assert_eq!(
+            identity("edge", &[("user", "ab"), ("path", "")], None),
+            "4:edge4:user2:ab4:path0:|request"
+        );
+    }
 }
