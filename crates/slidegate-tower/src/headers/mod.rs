@@ -2,12 +2,17 @@
 //! fields (draft-ietf-httpapi-ratelimit-headers), the legacy
 //! `X-RateLimit-Limit/Remaining/Reset`, and `Retry-After`.
 
+mod numbers;
+mod sink;
+
 use std::cell::RefCell;
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use slidegate::{MultiDecision, Rule, State};
+
+pub(crate) use numbers::{number_value, push_number};
+use sink::{Sink, Texts, Value};
 
 /// `X-RateLimit-Limit`.
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
@@ -75,183 +80,10 @@ fn own_quota_headers(sink: &mut impl Sink, rules: &[&Rule], multi: &MultiDecisio
     }
 }
 
-/// A quota header's value, as the writer has it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Value<'a> {
-    /// A whole number, in decimal.
-    Number(u64),
-    /// Text written in a buffer (ASCII: rule names are).
-    Text(&'a [u8]),
-    /// A value built before.
-    Built(&'a HeaderValue),
-}
-
-/// Where quota headers are written: a response's header map, or text
-/// handed on.
-pub(crate) trait Sink {
-    /// Whether nothing was written to it yet.
-    fn is_empty(&self) -> bool;
-    /// Makes room for `additional` more headers.
-    fn reserve(&mut self, additional: usize) {
-        let _ = additional;
-    }
-    /// Adds `value` beside those `name` already has (the IETF lists).
-    fn append(&mut self, name: HeaderName, value: Value<'_>);
-    /// Sets `name` to `value`, replacing what it had.
-    fn insert(&mut self, name: HeaderName, value: Value<'_>);
-    /// The text `name` holds, if any.
-    fn text(&self, name: &HeaderName) -> Option<&str>;
-}
-
-impl Value<'_> {
-    /// The value as a header value (`None` for text that cannot be one,
-    /// which rule names never are).
-    fn header(self) -> Option<HeaderValue> {
-        match self {
-            Value::Number(n) => Some(number_value(n)),
-            Value::Text(bytes) => HeaderValue::from_bytes(bytes).ok(),
-            Value::Built(value) => Some(value.clone()),
-        }
-    }
-}
-
-impl Sink for HeaderMap {
-    fn is_empty(&self) -> bool {
-        HeaderMap::is_empty(self)
-    }
-
-    fn reserve(&mut self, additional: usize) {
-        HeaderMap::reserve(self, additional);
-    }
-
-    fn append(&mut self, name: HeaderName, value: Value<'_>) {
-        if let Some(value) = value.header() {
-            HeaderMap::append(self, name, value);
-        }
-    }
-
-    fn insert(&mut self, name: HeaderName, value: Value<'_>) {
-        if let Some(value) = value.header() {
-            HeaderMap::insert(self, name, value);
-        }
-    }
-
-    fn text(&self, name: &HeaderName) -> Option<&str> {
-        self.get(name)?.to_str().ok()
-    }
-}
-
-/// A sink handing each header on as text; it holds none itself.
-struct Texts<F>(F);
-
-impl<F: FnMut(&str, &str)> Texts<F> {
-    fn put(&mut self, name: &HeaderName, value: Value<'_>) {
-        let mut digits = [0u8; 20];
-        let bytes = match value {
-            Value::Number(n) => write_number(&mut digits, n),
-            Value::Text(bytes) => bytes,
-            Value::Built(value) => value.as_bytes(),
-        };
-        if let Ok(text) = std::str::from_utf8(bytes) {
-            (self.0)(name.as_str(), text);
-        }
-    }
-}
-
-impl<F: FnMut(&str, &str)> Sink for Texts<F> {
-    fn is_empty(&self) -> bool {
-        true
-    }
-
-    fn append(&mut self, name: HeaderName, value: Value<'_>) {
-        self.put(&name, value);
-    }
-
-    fn insert(&mut self, name: HeaderName, value: Value<'_>) {
-        self.put(&name, value);
-    }
-
-    fn text(&self, _: &HeaderName) -> Option<&str> {
-        None
-    }
-}
-
 /// Whole seconds, rounded up (a client waiting the rounded-down time would
 /// be refused again).
 pub(crate) fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
-}
-
-/// Appends `n` in decimal: the headers are written on every response,
-/// and `core::fmt` was the largest part of the layer's own work.
-pub(crate) fn push_number(out: &mut Vec<u8>, n: u64) {
-    let mut digits = [0u8; 20];
-    out.extend_from_slice(write_number(&mut digits, n));
-}
-
-/// `n` in decimal, written at the end of `digits`: the digits written.
-fn write_number(digits: &mut [u8; 20], mut n: u64) -> &[u8] {
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &digits[at..]
-}
-
-/// The numbers whose header values are static (no allocation): the
-/// common quota values, remaining counts and seconds.
-const SMALL: usize = 1000;
-
-/// The decimal digits of `0..SMALL`, left-aligned.
-static DIGITS: [[u8; 3]; SMALL] = {
-    let mut table = [[0u8; 3]; SMALL];
-    let mut n = 0;
-    while n < SMALL {
-        let (a, b, c) = ((n / 100) as u8, (n / 10 % 10) as u8, (n % 10) as u8);
-        table[n] = if n >= 100 {
-            [b'0' + a, b'0' + b, b'0' + c]
-        } else if n >= 10 {
-            [b'0' + b, b'0' + c, 0]
-        } else {
-            [b'0' + c, 0, 0]
-        };
-        n += 1;
-    }
-    table
-};
-
-/// The header values of `0..SMALL`, static: cloning one copies a pointer.
-static NUMBERS: LazyLock<Box<[HeaderValue]>> = LazyLock::new(|| {
-    DIGITS
-        .iter()
-        .enumerate()
-        .map(|(n, digits)| {
-            let len = if n >= 100 {
-                3
-            } else if n >= 10 {
-                2
-            } else {
-                1
-            };
-            match std::str::from_utf8(&digits[..len]) {
-                Ok(text) => HeaderValue::from_static(text),
-                Err(_) => HeaderValue::from(n),
-            }
-        })
-        .collect()
-});
-
-/// `n` as a header value; static below [`SMALL`].
-pub(crate) fn number_value(n: u64) -> HeaderValue {
-    match usize::try_from(n).ok().and_then(|i| NUMBERS.get(i)) {
-        Some(value) => value.clone(),
-        None => HeaderValue::from(n),
-    }
 }
 
 /// Appends one list item, `"<policy name>";<a>=<x>;<b>=<y>`, to `out`.
@@ -432,13 +264,6 @@ mod tests {
         assert_eq!(ceil_secs(Duration::from_secs(3)), 3);
         assert_eq!(ceil_secs(Duration::from_millis(3001)), 4);
         assert_eq!(retry_after(Duration::ZERO), HeaderValue::from(1u64));
-    }
-
-    #[test]
-    fn numbers_are_written_in_decimal() {
-        for n in [0, 7, 9, 10, 42, 99, 100, 512, 999, 1000, 65_536, u64::from(u32::MAX), u64::MAX] {
-            assert_eq!(number_value(n).to_str().unwrap(), n.to_string());
-        }
     }
 
     #[test]
