@@ -7,22 +7,7 @@ use http::HeaderValue;
 /// Appends `n` in decimal: the headers are written on every response,
 /// and `core::fmt` was the largest part of the layer's own work.
 pub(crate) fn push_number(out: &mut Vec<u8>, n: u64) {
-    let mut digits = [0u8; 20];
-    out.extend_from_slice(write_number(&mut digits, n));
-}
-
-/// `n` in decimal, written at the end of `digits`: the digits written.
-pub(super) fn write_number(digits: &mut [u8; 20], mut n: u64) -> &[u8] {
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &digits[at..]
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// The numbers whose header values are static (no allocation): the

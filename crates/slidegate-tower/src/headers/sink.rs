@@ -3,7 +3,7 @@
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::numbers::{number_value, write_number};
+use super::numbers::number_value;
 
 /// A quota header's value, as the writer has it.
 #[derive(Debug, Clone, Copy)]
@@ -76,9 +76,9 @@ pub(super) struct Texts<F>(pub(super) F);
 
 impl<F: FnMut(&str, &str)> Texts<F> {
     fn put(&mut self, name: &HeaderName, value: Value<'_>) {
-        let mut digits = [0u8; 20];
+        let mut digits = itoa::Buffer::new();
         let bytes = match value {
-            Value::Number(n) => write_number(&mut digits, n),
+            Value::Number(n) => digits.format(n).as_bytes(),
             Value::Text(bytes) => bytes,
             Value::Built(value) => value.as_bytes(),
         };
