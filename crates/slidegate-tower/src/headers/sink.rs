@@ -19,7 +19,8 @@ pub(crate) enum Value<'a> {
 /// Where quota headers are written: a response's header map, or text
 /// handed on.
 pub(crate) trait Sink {
-    /// Whether nothing was written to it yet.
+    /// Whether it holds no headers, so none an inner layer wrote (a sink
+    /// that keeps nothing, handing headers on, always does).
     fn is_empty(&self) -> bool;
     /// Makes room for `additional` more headers.
     fn reserve(&mut self, additional: usize) {
