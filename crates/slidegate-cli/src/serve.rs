@@ -43,8 +43,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let token = std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read the admin token file {}", file.display()))?;
             let token = token.trim().to_owned();
-            if token.len() < 16 {
-                bail!("the admin token in {} is shorter than 16 characters", file.display());
+            if let Err(problem) = slidegate_server::check_admin_token(&token) {
+                bail!("{}: {problem}", file.display());
             }
             Some(token)
         }

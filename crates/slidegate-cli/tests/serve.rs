@@ -205,6 +205,36 @@ async fn serves_from_redis_over_tls_as_an_acl_user() {
     assert!(!stderr.contains("s3cret"), "no password in messages: {stderr}");
 }
 
+/// An admin token is sent in an HTTP header: one of other characters
+/// than printable ASCII could never be given, and one of 14 Cyrillic
+/// letters (26 bytes) is short however its bytes are counted.
+#[test]
+fn an_admin_token_no_client_could_send_stops_the_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, RULES).expect("write");
+    let token = dir.path().join("token");
+    for (text, says) in [
+        ("ключ-ключ-ключ-ключ\n", "printable ASCII"),
+        ("a token with spaces", "printable ASCII"),
+        ("short-token", "11 characters; at least 16"),
+    ] {
+        std::fs::write(&token, text).expect("write");
+        let output = Command::new(BIN)
+            .arg("serve")
+            .arg("--rules")
+            .arg(&rules)
+            .arg("--admin-token-file")
+            .arg(&token)
+            .args(["--grpc", "off", "--http", "off"])
+            .output()
+            .expect("run");
+        assert_eq!(output.status.code(), Some(1), "{text}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(&token.display().to_string()) && stderr.contains(says), "{text}: {stderr}");
+    }
+}
+
 #[test]
 fn sighup_reloads_the_rules() {
     let dir = tempfile::tempdir().expect("temp dir");

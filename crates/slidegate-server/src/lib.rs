@@ -33,6 +33,7 @@
 //!   file never unloading the good configuration.
 
 pub mod config;
+mod connection_io;
 mod decide;
 mod gateway;
 mod http;
@@ -53,7 +54,10 @@ pub use request::{
     MAX_DESCRIPTORS, MAX_ENTRIES, MAX_ENTRY_BYTES, Mode, RequestDescriptor,
 };
 pub use rls::Rls;
-pub use server::{DEFAULT_HEADER_TIMEOUT, Listeners, ServeError, ServerConfig, serve};
+pub use server::{
+    DEFAULT_HEADER_TIMEOUT, Listeners, MIN_ADMIN_TOKEN_LEN, ServeError, ServerConfig, check_admin_token,
+    serve,
+};
 pub use slidegate_tower::headers::Families as HeaderFamilies;
 pub use status::{ReloadRecord, ServiceStatus};
 pub use store::ServiceStore;

@@ -16,7 +16,7 @@ use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, new_debouncer};
 use tokio::sync::mpsc;
 
-use crate::config::{Config, ConfigError, ConfigErrors, GatewayConfig, Rules};
+use crate::config::{Config, ConfigError, ConfigErrors, GatewayConfig, Rules, Stamps};
 use crate::gateway::Gateway;
 use crate::status::ServiceStatus;
 use crate::telemetry;
@@ -24,6 +24,12 @@ use crate::telemetry;
 /// How long file events settle before a reload: editors write a file in
 /// several steps, and a ConfigMap update is several renames.
 const SETTLE: Duration = Duration::from_millis(200);
+
+/// The longest a reload may take. Files are read only if regular, and
+/// with bounds, so only a file system that stops answering (a hung
+/// network mount) gets here; the reload fails then, and the next one may
+/// run.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The nice value of a reload's thread: the lowest priority. A reload of
 /// 10,000 descriptors is a few hundred milliseconds of CPU; at normal
@@ -125,8 +131,22 @@ pub struct Reloader {
     path: Option<PathBuf>,
     gateway: Option<(Gateway, PathBuf)>,
     status: Arc<ServiceStatus>,
-    /// One reload at a time (file events, signals and the API may race).
-    lock: Arc<tokio::sync::Mutex<()>>,
+    /// One reload at a time (file events, signals and the API may race);
+    /// it holds what the files looked like when the last one read them,
+    /// so that file events that changed none of them reload nothing.
+    last_read: Arc<tokio::sync::Mutex<Option<Seen>>>,
+}
+
+/// What the files of a reload looked like when it read them: the rules'
+/// and the gateway file's [`Stamps`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Seen(Option<Stamps>, Option<Stamps>);
+
+impl Seen {
+    /// The stamps of the files at `rules` and `gateway` now.
+    pub(crate) fn now(rules: Option<&Path>, gateway: Option<&Path>) -> Seen {
+        Seen(rules.map(Stamps::of), gateway.map(Stamps::of))
+    }
 }
 
 impl std::fmt::Debug for Reloader {
@@ -141,17 +161,19 @@ impl std::fmt::Debug for Reloader {
 impl Reloader {
     /// A reloader of `path` into `rules`, recording into `status`.
     pub fn new(rules: Rules, path: PathBuf, status: Arc<ServiceStatus>) -> Reloader {
-        Reloader { rules, path: Some(path), gateway: None, status, lock: Arc::default() }
+        Reloader { rules, path: Some(path), gateway: None, status, last_read: Arc::default() }
     }
 
-    /// A reloader of the rules at `path` (if any) and of the gateway file.
+    /// A reloader of the rules at `path` (if any) and of the gateway file,
+    /// whose files looked like `seen` when what is in force was read.
     pub(crate) fn with_gateway(
         rules: Rules,
         path: Option<PathBuf>,
         gateway: Option<(Gateway, PathBuf)>,
         status: Arc<ServiceStatus>,
+        seen: Seen,
     ) -> Reloader {
-        Reloader { rules, path, gateway, status, lock: Arc::default() }
+        Reloader { rules, path, gateway, status, last_read: Arc::new(tokio::sync::Mutex::new(Some(seen))) }
     }
 
     /// The rules path, if the service has rules.
@@ -172,24 +194,56 @@ impl Reloader {
     ///
     /// The new configuration's problems; the one in force stays.
     pub async fn reload(&self) -> Result<bool, ConfigErrors> {
-        let _one = self.lock.lock().await;
+        let mut last_read = self.last_read.lock().await;
+        self.reload_locked(&mut last_read).await
+    }
+
+    /// [`reload`](Self::reload)s unless none of the files changed since
+    /// the last reload read them (what a file event reacts to: the
+    /// reload's own reads, or a write to another file beside them, are
+    /// events too); `Ok(false)` then.
+    ///
+    /// # Errors
+    ///
+    /// As [`reload`](Self::reload).
+    pub(crate) async fn reload_if_changed(&self) -> Result<bool, ConfigErrors> {
+        let mut last_read = self.last_read.lock().await;
+        let (rules, gateway) = (self.path.clone(), self.gateway_path().map(Path::to_owned));
+        let now = tokio::task::spawn_blocking(move || Seen::now(rules.as_deref(), gateway.as_deref())).await;
+        if now.is_ok_and(|now| last_read.as_ref() == Some(&now)) {
+            return Ok(false);
+        }
+        self.reload_locked(&mut last_read).await
+    }
+
+    async fn reload_locked(&self, last_read: &mut Option<Seen>) -> Result<bool, ConfigErrors> {
         let rules_path = self.path.clone();
         let gateway_path = self.gateway.as_ref().map(|(_, path)| path.clone());
         let previous = self.rules.current();
-        let loaded = in_background(move || {
-            let rules = rules_path.map(|path| {
-                let config = Config::load(&path)?;
-                if config.hash() != previous.hash() {
-                    config.adopt_rates(&previous);
-                }
-                Ok(config)
-            });
-            let gateway = gateway_path.map(|path| GatewayConfig::load(&path));
-            (rules, gateway)
-        })
-        .await;
+        let loaded = tokio::time::timeout(
+            RELOAD_TIMEOUT,
+            in_background(move || {
+                // Before the files are read: a change while they are
+                // read is a change the next event reloads.
+                let seen = Seen::now(rules_path.as_deref(), gateway_path.as_deref());
+                let rules = rules_path.map(|path| {
+                    let config = Config::load(&path)?;
+                    if config.hash() != previous.hash() {
+                        config.adopt_rates(&previous);
+                    }
+                    Ok(config)
+                });
+                let gateway = gateway_path.map(|path| GatewayConfig::load(&path));
+                (seen, rules, gateway)
+            }),
+        )
+        .await
+        .unwrap_or_else(|_| Err(format!("the files were not read within {RELOAD_TIMEOUT:?}")));
         let (rules, gateway) = match loaded {
-            Ok(loaded) => loaded,
+            Ok((seen, rules, gateway)) => {
+                *last_read = Some(seen);
+                (rules, gateway)
+            }
             Err(e) => {
                 let at =
                     self.path.clone().or_else(|| self.gateway_path().map(Path::to_owned)).unwrap_or_default();
@@ -260,7 +314,7 @@ impl Reloader {
     pub fn watch(&self) -> Result<Watch, notify::Error> {
         let (sender, mut changed) = mpsc::channel::<()>(1);
         let mut debouncer = new_debouncer(SETTLE, None, move |result: DebounceEventResult| {
-            if matches!(&result, Ok(events) if !events.is_empty()) {
+            if matches!(&result, Ok(events) if events.iter().any(|event| may_change(event))) {
                 let _ = sender.try_send(());
             }
         })?;
@@ -282,7 +336,7 @@ impl Reloader {
         let reloader = self.clone();
         let task = tokio::spawn(async move {
             while changed.recv().await.is_some() {
-                let _ = reloader.reload().await;
+                let _ = reloader.reload_if_changed().await;
             }
         });
         Ok(Watch { _debouncer: Box::new(debouncer), task })
@@ -309,6 +363,18 @@ fn retire(config: Arc<Config>) {
     if let Err(e) = spawned {
         // Dropped here with the closure: freed on this thread instead.
         tracing::debug!(target: "slidegate", error = %e, "the replaced rules are freed in place");
+    }
+}
+
+/// Whether a file event may have changed what a reload reads: not one
+/// of a file being opened, read or closed unwritten (the reload's own
+/// reads are such events).
+fn may_change(event: &notify::Event) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
     }
 }
 

@@ -20,9 +20,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::config::{Config, ConfigErrors, GatewayConfig, Rules};
+use crate::connection_io::{HeaderBlocks, Unvectored};
 use crate::gateway::{ConnectionSlot, Gateway, Tasks};
 use crate::http::{Api, AppState, MAX_BODY_BYTES};
-use crate::reload::Reloader;
+use crate::reload::{Reloader, Seen};
 use crate::rls::Rls;
 use crate::status::ServiceStatus;
 use crate::{Decider, OnStoreFailure, ServiceStore};
@@ -54,7 +55,8 @@ pub struct ServerConfig {
     /// Whether repeated denials are answered from the limiter's deny cache
     /// (on by default; off, every request asks the store).
     pub deny_cache: bool,
-    /// The admin token; without one, no admin routes.
+    /// The admin token; without one, no admin routes (see
+    /// [`check_admin_token`]).
     pub admin_token: Option<String>,
     /// How long requests in flight may take to finish at shutdown.
     pub grace: Duration,
@@ -67,6 +69,33 @@ pub struct ServerConfig {
     /// (which is also how long it may stay idle between requests). Slow
     /// or silent clients are closed instead of holding connections open.
     pub header_timeout: Duration,
+}
+
+/// The fewest characters an admin token may have.
+pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
+
+/// Checks an admin token ([`ServerConfig::admin_token`]): at least
+/// [`MIN_ADMIN_TOKEN_LEN`] characters, each printable ASCII (`!` to `~`).
+/// Clients send it in an HTTP header, which browsers and most clients can
+/// fill only with such characters: any other token could never be given.
+///
+/// # Errors
+///
+/// What is wrong with it.
+pub fn check_admin_token(token: &str) -> Result<(), String> {
+    if let Some(c) = token.chars().find(|c| !c.is_ascii_graphic()) {
+        return Err(format!(
+            "the admin token holds {c:?}: only printable ASCII characters (`!` to `~`, no spaces) \
+             can be sent in an HTTP header"
+        ));
+    }
+    if token.len() < MIN_ADMIN_TOKEN_LEN {
+        return Err(format!(
+            "the admin token has {} characters; at least {MIN_ADMIN_TOKEN_LEN} are needed",
+            token.len()
+        ));
+    }
+    Ok(())
 }
 
 /// [`ServerConfig::header_timeout`] unless set: hyper's own default.
@@ -211,11 +240,15 @@ pub async fn serve(
     if listeners.gateway.is_some() && config.gateway.is_none() {
         return Err(ServeError::Io("a gateway listener needs a gateway file".into()));
     }
+    if let Some(token) = &config.admin_token {
+        check_admin_token(token).map_err(ServeError::Io)?;
+    }
     let (rules_path, gateway_path) = (config.rules.clone(), config.gateway.clone());
-    let (loaded, gateway_config) = tokio::task::spawn_blocking(move || {
+    let (seen, loaded, gateway_config) = tokio::task::spawn_blocking(move || {
+        let seen = Seen::now(rules_path.as_deref(), gateway_path.as_deref());
         let rules = rules_path.as_deref().map_or_else(|| Ok(Config::default()), Config::load);
         let gateway = gateway_path.as_deref().map(GatewayConfig::load).transpose();
-        (rules, gateway)
+        (seen, rules, gateway)
     })
     .await
     .map_err(|e| ServeError::Io(e.to_string()))?;
@@ -244,6 +277,7 @@ pub async fn serve(
         config.rules.clone(),
         gateway.clone().zip(config.gateway.clone()),
         status.clone(),
+        seen,
     );
     let _watch = if config.watch {
         Some(reloader.watch().map_err(|e| ServeError::Io(format!("cannot watch the configuration: {e}")))?)
@@ -262,7 +296,10 @@ pub async fn serve(
         health.set_serving::<RateLimitServiceServer<Rls>>().await;
         let rls = RateLimitServiceServer::new(Rls::new(decider.clone(), config.headers))
             .max_decoding_message_size(MAX_BODY_BYTES);
-        let grpc = tonic::service::Routes::new(health_service).add_service(rls).into_axum_router();
+        let grpc = tonic::service::Routes::new(health_service)
+            .add_service(rls)
+            .into_axum_router()
+            .layer(tower::util::MapResponseLayer::new(oversized_is_invalid));
         accepting.spawn(accept(
             listener,
             api(grpc, config.header_timeout),
@@ -272,17 +309,20 @@ pub async fn serve(
         ));
     }
     if let Some(listener) = listeners.http {
-        let app = Api::new(AppState {
-            decider,
-            families: config.headers,
-            status: status.clone(),
-            reloader,
-            metrics,
-            admin_token: config.admin_token.map(Arc::from),
-            store_kind,
-            gateway: gateway.clone(),
-            server_stats: Arc::default(),
-        });
+        let app = Api::new(
+            AppState {
+                decider,
+                families: config.headers,
+                status: status.clone(),
+                reloader,
+                metrics,
+                admin_token: config.admin_token.map(Arc::from),
+                store_kind,
+                gateway: gateway.clone(),
+                server_stats: Arc::default(),
+            },
+            config.header_timeout,
+        );
         accepting.spawn(accept(
             listener,
             api(app, config.header_timeout),
@@ -325,6 +365,21 @@ pub async fn serve(
     Ok(())
 }
 
+/// A gRPC message over [`MAX_BODY_BYTES`] is refused by tonic, before it
+/// is parsed, with `OUT_OF_RANGE`; slidegate answers every malformed
+/// request `INVALID_ARGUMENT` (Envoy and clients treat the two alike, but
+/// one code is one thing to look for). The RLS service itself never
+/// answers `OUT_OF_RANGE`.
+fn oversized_is_invalid(mut response: axum::response::Response) -> axum::response::Response {
+    const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+    if let Some(status) = response.headers_mut().get_mut(GRPC_STATUS)
+        && status == "11"
+    {
+        *status = http::HeaderValue::from_static("3");
+    }
+    response
+}
+
 /// Completes once `stop` says so.
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
@@ -332,50 +387,6 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// A connection's socket as hyper sees it, without vectored writes. Over
-/// HTTP/2, `h2` then copies DATA payloads of up to 1 KiB into its write
-/// buffer (with vectored writes only up to 256 bytes, and a larger payload
-/// must be written out before the next frame is queued): a JSON answer of
-/// about 500 bytes cost a `writev` per answer, where copied, the answers
-/// of a batch leave together (measured: 1.06 → 0.06 writes per `/v1/check`
-/// over h2c). HTTP/1.1 answers are then copied behind their head: one
-/// write either way.
-struct Unvectored<T>(T);
-
-impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for Unvectored<T> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
-    }
-}
-
-impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Unvectored<T> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
-    }
 }
 
 /// How one accepted connection is served.
@@ -398,13 +409,14 @@ fn api<S: Clone>(app: S, header_timeout: Duration) -> impl FnMut(SocketAddr) -> 
 /// HTTP/2, which gRPC speaks, with protocol switches such as WebSocket)
 /// as `make` says — or closed at once when it says `None` — in a task of
 /// `connections`; then asks them to finish gracefully. A connection that
-/// sends nothing within `first_bytes` is closed.
+/// sends nothing within `header_timeout` is closed, and so is one whose
+/// HTTP/2 header block does not end within it ([`HeaderBlocks`]).
 async fn accept<M, S, B>(
     listener: TcpListener,
     mut make: M,
     mut stop: watch::Receiver<bool>,
     connections: Tasks,
-    first_bytes: Duration,
+    header_timeout: Duration,
 ) where
     M: FnMut(SocketAddr) -> Option<Connection<S>>,
     S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
@@ -459,7 +471,7 @@ async fn accept<M, S, B>(
             // (Peeked: `readable` may answer before anything arrived.)
             let mut first = [0; 1];
             tokio::select! {
-                waited = tokio::time::timeout(first_bytes, stream.peek(&mut first)) => {
+                waited = tokio::time::timeout(header_timeout, stream.peek(&mut first)) => {
                     if waited.is_err() {
                         tracing::debug!(target: "slidegate", %peer, "connection closed: nothing sent in time");
                         return;
@@ -468,8 +480,9 @@ async fn accept<M, S, B>(
                 () = stopped(&mut closing) => return,
             }
             let service = TowerToHyperService::new(service);
+            let io = Unvectored(TokioIo::new(HeaderBlocks::new(stream, header_timeout)));
             let connection =
-                builder.serve_connection_with_upgrades(Unvectored(TokioIo::new(stream)), service).into_owned();
+                builder.serve_connection_with_upgrades(io, service).into_owned();
             let _ = watcher.watch(connection).await;
         });
     }

@@ -1,7 +1,7 @@
 //! What the service reports about itself: readiness, the last reload.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -27,6 +27,8 @@ pub struct ReloadRecord {
 pub struct ServiceStatus {
     shutting_down: AtomicBool,
     last_reload: Mutex<ReloadRecord>,
+    /// Reloads since the start, whatever their result.
+    reloads: AtomicU64,
     started: SystemTime,
 }
 
@@ -48,6 +50,7 @@ impl ServiceStatus {
                 config_hash: config_hash.to_owned(),
                 gateway_hash: gateway_hash.map(str::to_owned),
             }),
+            reloads: AtomicU64::new(0),
             started: now,
         }
     }
@@ -72,6 +75,12 @@ impl ServiceStatus {
             gateway_hash: gateway_hash.map(str::to_owned),
         };
         *self.last_reload.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = record;
+        self.reloads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many reloads ran since the start, whatever their result.
+    pub fn reloads(&self) -> u64 {
+        self.reloads.load(Ordering::Relaxed)
     }
 
     /// The last reload.

@@ -262,6 +262,14 @@ descriptors:
 }
 
 #[test]
+fn more_limits_on_one_descriptor_than_one_decision_takes() {
+    let limits: String =
+        (1..=65).map(|n| format!("      - {{ unit: minute, requests_per_unit: {n} }}\n")).collect();
+    let e = error(&format!("domain: d\ndescriptors:\n  - key: k\n    rate_limits:\n{limits}"));
+    assert_at(&e, 5, 7, &["65 limits", "at most 64"]);
+}
+
+#[test]
 fn descriptors_nested_too_deep() {
     // 17 levels: one more than the 16 allowed.
     let mut yaml = String::from("domain: d\ndescriptors:\n");

@@ -129,9 +129,36 @@ async fn malformed_requests_are_invalid_argument() {
     assert!(status.message().contains("at most 64"), "{}", status.message());
     let huge = "v".repeat(100_000);
     let status = client.should_rate_limit(rls("edge", &[&[("user", huge.as_str())]])).await.unwrap_err();
-    assert_eq!(status.code(), tonic::Code::OutOfRange, "a message above 64 KiB is refused: {status:?}");
+    // tonic refuses it before it is parsed (with OUT_OF_RANGE): answered as
+    // every other malformed request, and as the docs say.
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "a message above 64 KiB is refused: {status:?}");
+    assert!(status.message().contains("65536"), "{}", status.message());
     // The service still answers.
     assert_eq!(should_rate_limit(&mut client, rls("edge", &[&[("user", "u")]])).await.overall_code, OK);
+    service.stop().await;
+}
+
+/// One decision takes at most 64 limits together (all or nothing): a
+/// request whose descriptors meet more is refused with their count and
+/// the cap, and one meeting exactly 64 is decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_meeting_more_limits_than_one_decision_takes_says_how_many() {
+    let rules = "domain: many\ndescriptors:\n  - key: k\n    rate_limits:\n      \
+                 - { requests_per_unit: 10, unit: minute }\n      - { requests_per_unit: 100, unit: hour }\n";
+    let service = start(rules).await;
+    let mut client = service.client().await;
+    let values: Vec<String> = (0..40).map(|i| format!("v{i}")).collect();
+    let entries: Vec<[(&str, &str); 1]> = values.iter().map(|v| [("k", v.as_str())]).collect();
+    let descriptors: Vec<&[(&str, &str)]> = entries.iter().map(|e| e.as_slice()).collect();
+    let status = client.should_rate_limit(rls("many", &descriptors)).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().contains("meet 80 limits") && status.message().contains("at most 64"),
+        "{}",
+        status.message()
+    );
+    let answer = should_rate_limit(&mut client, rls("many", &descriptors[..32])).await;
+    assert_eq!((answer.overall_code, answer.statuses.len()), (OK, 32), "64 limits are decided");
     service.stop().await;
 }
 

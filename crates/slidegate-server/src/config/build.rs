@@ -198,6 +198,17 @@ impl<'f> Builder<'f> {
                 if many.value.is_empty() {
                     self.error(position(&many), "`rate_limits` is empty: give at least one limit");
                 }
+                if many.value.len() > slidegate::limits::MAX_DIMENSIONS {
+                    self.error(
+                        position(&many),
+                        format!(
+                            "`rate_limits` has {} limits; a request is decided with at most {} limits \
+                             together",
+                            many.value.len(),
+                            slidegate::limits::MAX_DIMENSIONS
+                        ),
+                    );
+                }
                 many.value
             }
             (None, None) => Vec::new(),

@@ -18,6 +18,7 @@
 mod build;
 mod descriptors;
 mod error;
+mod files;
 mod gateway;
 mod limit;
 mod rules;
@@ -25,7 +26,6 @@ mod unit;
 mod yaml;
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -34,6 +34,8 @@ use sha2::{Digest, Sha256};
 pub(crate) use descriptors::{How, Path as MatchPath};
 pub use descriptors::{Level, Node};
 pub use error::{ConfigError, ConfigErrors};
+pub use files::{MAX_FILE_BYTES, MAX_FILES};
+pub(crate) use files::{Stamps, read};
 pub use gateway::{
     GatewayConfig, HostMatch, KeySpec, MAX_HEADER_BYTES, MAX_PART_LEN, MAX_ROUTES, MAX_UPSTREAMS,
     MIN_HEADER_BYTES, Route, RouteLimit, Settings as GatewaySettings,
@@ -42,15 +44,8 @@ pub use limit::{Enforcement, Limit};
 pub use rules::Rules;
 pub use unit::Unit;
 
-/// The largest configuration file read (a rules file is a few kilobytes;
-/// this refuses a wrong path to a log file or an image).
-pub const MAX_FILE_BYTES: u64 = 4 << 20;
-
 /// The stack of the thread that parses rules.
 const PARSE_STACK_BYTES: usize = 32 << 20;
-
-/// The most files a directory may hold.
-pub const MAX_FILES: usize = 1000;
 
 /// One domain: the descriptors of one file.
 #[derive(Debug)]
@@ -96,7 +91,7 @@ impl Config {
     ///
     /// Every problem found, each naming its file, line and column.
     pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-        let files = files_of(path).map_err(|e| ConfigErrors(vec![e]))?;
+        let files = files::files_of(path)?;
         let mut texts = Vec::with_capacity(files.len());
         let mut errors = Vec::new();
         for file in files {
@@ -249,70 +244,21 @@ impl Config {
     pub(crate) fn view(&self) -> Vec<DomainView<'_>> {
         self.domains
             .values()
-            .map(|d| DomainView { domain: &d.name, file: &d.file, descriptors: level_view(&d.root) })
+            .map(|d| DomainView {
+                domain: &d.name,
+                file: d.file.to_string_lossy(),
+                descriptors: level_view(&d.root),
+            })
             .collect()
     }
-}
-
-/// Reads one file, refusing what cannot be a rules file.
-pub(crate) fn read(file: &Path) -> Result<String, ConfigError> {
-    let meta = fs::metadata(file).map_err(|e| ConfigError::whole(file, format!("cannot read: {e}")))?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(ConfigError::whole(
-            file,
-            format!("{} bytes is more than a configuration file may hold ({MAX_FILE_BYTES})", meta.len()),
-        ));
-    }
-    let bytes = fs::read(file).map_err(|e| ConfigError::whole(file, format!("cannot read: {e}")))?;
-    String::from_utf8(bytes).map_err(|e| {
-        ConfigError::whole(file, format!("not UTF-8 (byte {} is invalid)", e.utf8_error().valid_up_to()))
-    })
-}
-
-/// The files `path` names: itself, or a directory's rules files, sorted.
-fn files_of(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
-    let meta = fs::metadata(path).map_err(|e| ConfigError::whole(path, format!("cannot read: {e}")))?;
-    if !meta.is_dir() {
-        return Ok(vec![path.to_owned()]);
-    }
-    let mut files = Vec::new();
-    collect(path, path, &mut files, 0)?;
-    if files.is_empty() {
-        return Err(ConfigError::whole(path, "the directory holds no rules files (*.yaml, *.yml)"));
-    }
-    files.sort();
-    Ok(files)
-}
-
-fn collect(root: &Path, dir: &Path, files: &mut Vec<PathBuf>, depth: usize) -> Result<(), ConfigError> {
-    let entries = fs::read_dir(dir).map_err(|e| ConfigError::whole(dir, format!("cannot read: {e}")))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| ConfigError::whole(dir, format!("cannot read: {e}")))?;
-        let path = entry.path();
-        if entry.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        // Follows links: a ConfigMap's files are links into `..data`.
-        let Ok(meta) = fs::metadata(&path) else { continue };
-        if meta.is_dir() {
-            if depth < 8 {
-                collect(root, &path, files, depth + 1)?;
-            }
-        } else if matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
-            files.push(path);
-            if files.len() > MAX_FILES {
-                return Err(ConfigError::whole(root, format!("more than {MAX_FILES} rules files")));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A domain in `/v1/rules`.
 #[derive(Debug, Serialize)]
 pub(crate) struct DomainView<'a> {
     domain: &'a str,
-    file: &'a Path,
+    /// As text (a name that is not UTF-8 shown with replacement characters).
+    file: std::borrow::Cow<'a, str>,
     descriptors: Vec<NodeView<'a>>,
 }
 

@@ -18,6 +18,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use slidegate::limits::MAX_DIMENSIONS;
 use slidegate::{Decision, Limiter, State};
 
 use crate::config::{Config, Enforcement, Rules};
@@ -26,6 +27,19 @@ use crate::stats::ServiceStats;
 use crate::store::ServiceStore;
 use answer::{answer, no_limits};
 use item::{Item, dimensions, dynamic_stat_key, identity, invalid, merge, override_limit};
+
+/// Refuses a request whose descriptors meet more limits than one
+/// decision takes together ([`MAX_DIMENSIONS`]): they could not be decided
+/// all or nothing.
+fn too_many(limits: usize) -> Result<(), CheckError> {
+    if limits <= MAX_DIMENSIONS {
+        return Ok(());
+    }
+    Err(CheckError::Invalid(format!(
+        "the request's descriptors meet {limits} limits; at most {MAX_DIMENSIONS} are decided \
+         together (all or nothing) in one request: send fewer descriptors, or split the request"
+    )))
+}
 
 /// What the service answers when the store fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -281,6 +295,7 @@ impl Decider {
             if dims.is_empty() {
                 break;
             }
+            too_many(dims.len())?;
             let started = std::time::Instant::now();
             let multi = self.limiter.check_all_weighted(&dims).await.map_err(|e| invalid(&e))?;
             self.stats.store_call(started.elapsed());
@@ -310,6 +325,7 @@ impl Decider {
         if dims.is_empty() {
             return Ok(());
         }
+        too_many(dims.len())?;
         let started = std::time::Instant::now();
         let multi = self.limiter.peek_all_weighted(&dims).await.map_err(|e| invalid(&e))?;
         self.stats.store_call(started.elapsed());

@@ -17,6 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -62,6 +63,11 @@ pub(crate) struct AppState {
 /// handlers' state per request: about a sixth of the CPU an answer took
 /// over HTTP/1.1. Every other request (those paths with another method
 /// too: 405) goes to the router.
+///
+/// Every request body is read whole before it is answered, and must
+/// arrive within `body_timeout` (a client that stops sending is answered
+/// 408 and closed); a body declared larger than [`MAX_BODY_BYTES`] is
+/// answered 413 before any of it is read.
 #[derive(Clone)]
 pub(crate) struct Api {
     router: Router,
@@ -72,11 +78,13 @@ pub(crate) struct Api {
 struct Checks {
     decider: Decider,
     families: Families,
+    body_timeout: Duration,
 }
 
 impl Api {
-    pub(crate) fn new(state: AppState) -> Api {
-        let checks = Arc::new(Checks { decider: state.decider.clone(), families: state.families });
+    pub(crate) fn new(state: AppState, body_timeout: Duration) -> Api {
+        let checks =
+            Arc::new(Checks { decider: state.decider.clone(), families: state.families, body_timeout });
         Api { router: router(state), checks }
     }
 }
@@ -106,20 +114,35 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> ApiFuture {
-        let direct = match request.uri().path() {
-            "/v1/check" => Direct::Check(Mode::Charge),
-            "/v1/peek" => Direct::Check(Mode::Peek),
-            "/json" => Direct::EnvoyJson,
-            _ => return Box::pin(self.router.call(request)),
+        let direct = match (request.uri().path(), request.method() == Method::POST) {
+            ("/v1/check", true) => Some(Direct::Check(Mode::Charge)),
+            ("/v1/peek", true) => Some(Direct::Check(Mode::Peek)),
+            ("/json", true) => Some(Direct::EnvoyJson),
+            _ => None,
         };
-        if request.method() != Method::POST {
-            return Box::pin(self.router.call(request));
+        if declared_too_large(request.headers()) {
+            return Box::pin(async { Ok(too_large()) });
         }
         let checks = Arc::clone(&self.checks);
+        let Some(direct) = direct else {
+            // Read here, so that the router's handlers get a body that is
+            // all there (the time bound is this service's).
+            if request.body().is_end_stream() {
+                return Box::pin(self.router.call(request));
+            }
+            let mut router = self.router.clone();
+            return Box::pin(async move {
+                let (parts, body) = request.into_parts();
+                match read_body(body, checks.body_timeout).await {
+                    Ok(body) => router.call(Request::from_parts(parts, Body::from(body))).await,
+                    Err(answer) => Ok(answer),
+                }
+            });
+        };
         Box::pin(async move {
-            let body = match Limited::new(request.into_body(), MAX_BODY_BYTES).collect().await {
-                Ok(body) => body.to_bytes(),
-                Err(error) => return Ok(unread_body(&*error)),
+            let body = match read_body(request.into_body(), checks.body_timeout).await {
+                Ok(body) => body,
+                Err(answer) => return Ok(answer),
             };
             let (decider, families) = (&checks.decider, checks.families);
             Ok(match direct {
@@ -130,15 +153,53 @@ where
     }
 }
 
-/// The answer to a body that could not be read, as axum's `Bytes`
-/// extractor gives it on the router's paths: 413 past [`MAX_BODY_BYTES`].
-fn unread_body(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Response {
-    let (status, text) = if error.is::<LengthLimitError>() {
-        (StatusCode::PAYLOAD_TOO_LARGE, "Failed to buffer the request body: length limit exceeded".to_owned())
-    } else {
-        (StatusCode::BAD_REQUEST, format!("Failed to buffer the request body: {error}"))
-    };
-    (status, text).into_response()
+/// Whether a request declares a body larger than [`MAX_BODY_BYTES`]
+/// (`Content-Length`): refused before a byte of it is read.
+fn declared_too_large(headers: &HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|length| length.to_str().ok()?.parse::<u64>().ok())
+        .is_some_and(|length| length > MAX_BODY_BYTES as u64)
+}
+
+/// Reads a request body whole: at most [`MAX_BODY_BYTES`], within `timeout`.
+///
+/// # Errors
+///
+/// The answer instead: 413 past the size, 408 when it stalls (the
+/// connection is closed: the rest of the body would be read as the next
+/// request), 400 when it breaks off.
+async fn read_body<B>(body: B, timeout: Duration) -> Result<bytes::Bytes, Response>
+where
+    B: http_body::Body<Data = bytes::Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match tokio::time::timeout(timeout, Limited::new(body, MAX_BODY_BYTES).collect()).await {
+        Ok(Ok(body)) => Ok(body.to_bytes()),
+        Ok(Err(error)) if error.is::<LengthLimitError>() => Err(too_large()),
+        Ok(Err(error)) => {
+            Err((StatusCode::BAD_REQUEST, format!("Failed to buffer the request body: {error}"))
+                .into_response())
+        }
+        Err(_) => {
+            let mut answer = error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the request body did not arrive within {timeout:?}"),
+            );
+            answer.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
+            Err(answer)
+        }
+    }
+}
+
+/// 413, as axum's `Bytes` extractor words it; the connection is closed
+/// (the body left unread would be read as the next request).
+fn too_large() -> Response {
+    let mut answer =
+        (StatusCode::PAYLOAD_TOO_LARGE, "Failed to buffer the request body: length limit exceeded")
+            .into_response();
+    answer.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
+    answer
 }
 
 /// A JSON answer: `value` written once into a body of `capacity` bytes

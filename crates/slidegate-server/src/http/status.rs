@@ -4,6 +4,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use slidegate::BreakerState;
@@ -21,19 +22,20 @@ pub(super) async fn status(State(app): State<AppState>) -> Response {
         "ready": ready(&app),
         "config": {
             "hash": config.hash(),
-            "path": app.reloader.path(),
-            "files": config.files(),
+            "path": app.reloader.path().map(Path::to_string_lossy),
+            "files": shown(config.files()),
             "domains": config.domains().map(|d| d.name()).collect::<Vec<_>>(),
         },
         "gateway": app.gateway.as_ref().map(|g| {
             let table = g.current();
             json!({
                 "hash": table.config.hash,
-                "file": table.config.file,
+                "file": table.config.file.to_string_lossy(),
                 "routes": table.config.routes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
             })
         }),
         "last_reload": app.status.last_reload(),
+        "reloads": app.status.reloads(),
         "store": {
             "kind": app.store_kind,
             "breaker": breaker_name(limiter.breaker_state()),
@@ -46,6 +48,12 @@ pub(super) async fn status(State(app): State<AppState>) -> Response {
         "shadow_mode": app.decider.is_shadow(),
     }))
     .into_response()
+}
+
+/// File names as text: a name that is not UTF-8 is shown with
+/// replacement characters (JSON holds only text).
+fn shown(files: &[PathBuf]) -> Vec<std::borrow::Cow<'_, str>> {
+    files.iter().map(|file| file.to_string_lossy()).collect()
 }
 
 fn breaker_name(state: BreakerState) -> &'static str {
@@ -87,7 +95,7 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
         "seconds": crate::stats::SECONDS,
         "config": {
             "hash": config.hash(),
-            "files": config.files(),
+            "files": shown(config.files()),
             "last_reload": app.status.last_reload(),
         },
         "limits": limits,

@@ -286,6 +286,6 @@ impl GatewayConfig {
                 })
             })
             .collect();
-        serde_json::json!({ "file": self.file, "hash": self.hash, "routes": routes })
+        serde_json::json!({ "file": self.file.to_string_lossy(), "hash": self.hash, "routes": routes })
     }
 }
