@@ -1580,7 +1580,7 @@ async fn stopping_the_gateway_ends_its_websocket_tunnels() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dot_segments_are_refused() {
+async fn dot_segments_and_ambiguous_spellings_are_refused() {
     let up = upstream("up").await;
     let yaml = "routes:\n  - name: api\n    path_prefix: /api\n    upstreams: [http://UP]\n";
     let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
@@ -1594,6 +1594,12 @@ async fn dot_segments_are_refused() {
         "/api/..%2fadmin",
         "/api/%2e%2e%5Cadmin",
         "/api/..\\admin",
+        // Servlet containers drop path parameters: `..;` is `..` to them.
+        "/api/..;/admin",
+        "/api;x=1/y",
+        // Encoded separators, and a `%` that starts no escape.
+        "/api%2Fx",
+        "/api/100%",
     ] {
         let request = format!("GET {path} HTTP/1.1\r\nhost: app.test\r\nconnection: close\r\n\r\n");
         let answer = raw(gateway.addr, request.as_bytes()).await;
@@ -1603,6 +1609,123 @@ async fn dot_segments_are_refused() {
     let request = "GET /api/..x/a.b HTTP/1.1\r\nhost: app.test\r\nconnection: close\r\n\r\n";
     assert_eq!(status_of(&raw(gateway.addr, request.as_bytes()).await), 200);
     assert_eq!(up.hits(), 1, "no refused path reached the upstream");
+    gateway.stop().await;
+}
+
+/// A limited route and an unlimited one below it: every spelling an
+/// upstream reads as the limited route's path is matched to it, limited,
+/// and forwarded in the form it was matched in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_spelling_of_a_limited_path_meets_its_limit() {
+    let up = upstream("up").await;
+    let yaml = r#"
+routes:
+  - name: api
+    path_prefix: /api/
+    upstreams: [http://UP/limited]
+    limits:
+      - { key: "header:x-api-key", on_missing: reject, requests_per_unit: 100, window: 1m }
+  - name: site
+    path_prefix: /
+    upstreams: [http://UP/open]
+"#;
+    let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
+    for path in ["/api/x", "//api/x", "///api/x", "/%61pi/x", "/ap%69/x", "/api//x"] {
+        let request = format!("GET {path} HTTP/1.1\r\nhost: app.test\r\nconnection: close\r\n\r\n");
+        let answer = raw(gateway.addr, request.as_bytes()).await;
+        assert_eq!(
+            status_of(&answer),
+            400,
+            "{path} without a key reached a route without the limit: {answer}"
+        );
+        assert!(answer.ends_with("cannot identify the client\n"), "{path}: {answer}");
+    }
+    assert_eq!(up.hits(), 0);
+    // With the key: forwarded as matched.
+    let seen = echo("GET", &gateway.url("//%61pi//x%2a?q=%2F"), &[("x-api-key", "k")]).await;
+    assert_eq!(seen["uri"], "/limited/api/x%2A?q=%2F", "{seen}");
+    // Over HTTP/2 (`:path` is the client's to write).
+    let stream = TcpStream::connect(gateway.addr).await.expect("connect");
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.expect("h2c");
+    let connection = tokio::spawn(connection);
+    for path in ["//api/x", "/%61pi/x"] {
+        let request = Request::get(format!("http://app.test{path}")).body(Empty::<Bytes>::new()).unwrap();
+        let response = sender.send_request(request).await.expect("h2 request");
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "h2 {path}");
+    }
+    drop(sender);
+    let _ = connection.await;
+    assert_eq!(up.hits(), 1);
+    gateway.stop().await;
+}
+
+/// `key: path` counts a path, not its spellings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_key_counts_one_path_however_it_is_spelled() {
+    let up = upstream("up").await;
+    let yaml = r#"
+routes:
+  - name: p
+    upstreams: [http://UP]
+    limits:
+      - { key: path, requests_per_unit: 2, window: 1m }
+"#;
+    let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
+    assert_eq!(get(&gateway.url("/p/b"), &[]).await.0, 200);
+    assert_eq!(get(&gateway.url("/p/%62"), &[]).await.0, 200);
+    let (status, headers, _) = get(&gateway.url("//p//b"), &[]).await;
+    assert_eq!(status, 429, "three requests for one path: {headers:?}");
+    assert_eq!(get(&gateway.url("/p/c"), &[]).await.0, 200, "another path counts apart");
+    gateway.stop().await;
+}
+
+/// A request carrying a key header twice is refused: the limit would
+/// count one value while the upstream might read the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_key_header_is_400() {
+    let up = upstream("up").await;
+    let yaml = r#"
+routes:
+  - name: keyed
+    upstreams: [http://UP]
+    limits:
+      - { key: "header:x-api-key", requests_per_unit: 3, window: 1m }
+"#;
+    let gateway = gateway(&fill(yaml, &[("UP", up.addr)])).await;
+    for i in 0..5 {
+        let request = format!(
+            "GET /x HTTP/1.1\r\nhost: app.test\r\nx-api-key: rand{i}\r\nx-api-key: realkey\r\nconnection: close\r\n\r\n"
+        );
+        let answer = raw(gateway.addr, request.as_bytes()).await;
+        assert_eq!(status_of(&answer), 400, "{answer}");
+        assert!(answer.ends_with("a header a limit is keyed by is repeated\n"), "{answer}");
+    }
+    assert_eq!(up.hits(), 0);
+    let (status, headers, _) = get(&gateway.url("/x"), &[("x-api-key", "realkey")]).await;
+    assert_eq!((status, remaining(&headers, "keyed.header-x-api-key")), (200, Some(2)));
+    gateway.stop().await;
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request without `Host`, or with two, is 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_needs_exactly_one_host() {
+    let up = upstream("up").await;
+    let gateway = one_route(up.addr, "").await;
+    for (head, status) in [
+        ("GET /x HTTP/1.1\r\n", 400),
+        ("GET /x HTTP/1.1\r\nhost: a.test\r\nhost: b.test\r\n", 400),
+        ("GET /x HTTP/1.1\r\nhost: a.test\r\nhost: a.test\r\n", 400),
+        ("GET /x HTTP/1.1\r\nhost: a test\r\n", 400),
+        ("GET /x HTTP/1.1\r\nhost: a.test\r\n", 200),
+        ("GET /x HTTP/1.0\r\n", 200),
+    ] {
+        let request = format!("{head}connection: close\r\n\r\n");
+        let answer = raw(gateway.addr, request.as_bytes()).await;
+        let got = answer.get(9..12).and_then(|code| code.parse::<u16>().ok());
+        assert_eq!(got, Some(status), "{head:?}: {answer}");
+    }
+    assert_eq!(up.hits(), 2);
     gateway.stop().await;
 }
 

@@ -611,6 +611,17 @@ fn bad_path_prefixes() {
             error(&format!("routes:\n  - name: api\n    path_prefix: {prefix}\n    upstreams: [http://h]\n"));
         assert_at(&e, 3, 18, &["path_prefix", "starting with `/`", "`..`"]);
     }
+    // Requests are matched in their normal form; so must a prefix be written.
+    for (prefix, form) in [("//api", "/api"), ("/%61pi/", "/api/"), ("/x%2a", "/x%2A")] {
+        let e =
+            error(&format!("routes:\n  - name: api\n    path_prefix: {prefix}\n    upstreams: [http://h]\n"));
+        assert_at(&e, 3, 18, &["normal form", &format!("write `{form}`")]);
+    }
+    for prefix in ["/api;v=1", "'/a\\b'", "/a%2Fb", "/a%zz"] {
+        let e =
+            error(&format!("routes:\n  - name: api\n    path_prefix: {prefix}\n    upstreams: [http://h]\n"));
+        assert_at(&e, 3, 18, &["path_prefix", "normal form"]);
+    }
     // Dots inside a segment are no dot segment.
     let config =
         compiled("routes:\n  - name: api\n    path_prefix: /a..b/.well-known\n    upstreams: [http://h]\n");

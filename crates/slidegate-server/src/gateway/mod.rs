@@ -5,6 +5,8 @@
 //! upstreams.
 //!
 //! * [`routing`]: the compiled routes and the service each connection runs;
+//! * [`path`]: the one form of a request's path that is matched, keyed
+//!   and forwarded; [`head`]: what else of a request head is refused;
 //! * [`proxy`]: forwarding, upstream choice, timeouts, WebSocket tunnels;
 //! * [`forward`]: hop-by-hop and forwarding headers;
 //! * [`upstream_conns`]: the HTTP/1.1 connections kept to each upstream;
@@ -15,6 +17,8 @@
 
 mod conn;
 mod forward;
+mod head;
+mod path;
 mod proxy;
 mod routing;
 mod upstream_conns;
@@ -30,7 +34,8 @@ use slidegate::Limiter;
 use slidegate_tower::headers::Families;
 
 pub(crate) use conn::{ConnectionCounts, ConnectionSlot, Tasks};
-pub(crate) use routing::{GatewayService, Table, has_dot_segment};
+pub(crate) use path::normalize as normalize_path;
+pub(crate) use routing::{GatewayService, Table};
 
 use crate::ServiceStore;
 use crate::config::{ConfigErrors, GatewayConfig};

@@ -311,13 +311,20 @@ fn route(
         Some(prefix) => {
             let text = prefix.value.trim();
             let plain = text.chars().all(|c| c.is_ascii_graphic() && c != '?' && c != '#');
-            if !text.starts_with('/') || !plain || crate::gateway::has_dot_segment(text) {
+            // Requests are matched in their normal form: a prefix in
+            // another would never match.
+            let hint = match crate::gateway::normalize_path(text) {
+                Ok(form) if plain && form == text => None,
+                Ok(form) if plain => Some(format!(": write `{form}`")),
+                _ => Some(String::new()),
+            };
+            if let Some(hint) = hint {
                 builder.error(
                     position(prefix),
                     format!(
                         "`path_prefix: {}` must be a path starting with `/`, of printable ASCII \
-                         (percent-encode the rest, as requests carry it), without `.` or `..` \
-                         segments, `?` or `#`",
+                         (percent-encode the rest, as requests carry it), in the normal form requests \
+                         are matched in, without `.` or `..` segments, `;`, `\\`, `?` or `#`{hint}",
                         prefix.value
                     ),
                 );
@@ -423,8 +430,8 @@ fn upstream_uri(text: &str) -> Result<Uri, String> {
         (Some(_), None) => return Err(format!("upstream `{text}`: the port must be 1 to 65535")),
         _ => {}
     }
-    if crate::gateway::has_dot_segment(uri.path()) {
-        return Err(format!("upstream `{text}`: its path must not have `.` or `..` segments"));
+    if let Err(why) = crate::gateway::normalize_path(uri.path()) {
+        return Err(format!("upstream `{text}`: {}", why.0.trim_end().replace("the path", "its path")));
     }
     Ok(uri)
 }
