@@ -51,6 +51,12 @@ pub(crate) async fn check_batch(
         .iter()
         .map(|r| r.rule().penalty().is_none().then(|| Check::new(store.prefix(), r)))
         .collect();
+    let backend = match store.connected() {
+        Ok(connected) => &connected.backend,
+        Err(error) => {
+            return requests.iter().map(|_| Err(Error::new(error.kind(), error.message()))).collect();
+        }
+    };
     let parts = plan(requests, &checks, store.is_cluster());
     let (scripts, field_ttl) = (store.scripts(), store.uses_field_ttl());
     let call_of = |part: &Part<'_>| -> Call<'_> {
@@ -67,7 +73,7 @@ pub(crate) async fn check_batch(
     };
     let sends = parts.iter().flat_map(|slot| slot.chunks(MAX_PIPELINE)).map(|chunk| async move {
         let calls: Vec<Call<'_>> = chunk.iter().map(call_of).collect();
-        (chunk, store.backend().pipeline(&calls).await)
+        (chunk, backend.pipeline(&calls).await)
     });
     let mut results: Vec<Option<Result<Decision, Error>>> = (0..requests.len()).map(|_| None).collect();
     for (chunk, replies) in join_all(sends).await {

@@ -2,25 +2,18 @@
 //! connection settings.
 
 use std::fmt;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClientBuilder;
-use redis::io::tcp::TcpSettings;
 use slidegate::{Clock, Error, ErrorKind};
 
-use crate::auto_batch::AutoBatch;
-use crate::cluster::{ClusterPool, DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
-use crate::connection::{Backend, Topology, parse_topology};
-use crate::errors::from_redis;
+use crate::cluster::{DEFAULT_CLUSTER_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT};
+use crate::connect::{Connector, Link, keep_connecting};
+use crate::connection::{Topology, parse_topology};
 use crate::keys::check_prefix;
 use crate::now::ClientClock;
 use crate::scripts::Scripts;
-use crate::sentinel::SentinelPool;
 use crate::store::{Inner, RedisStore};
 use crate::tls::Roots;
 use crate::url::redact_url;
@@ -52,6 +45,8 @@ pub struct RedisStoreBuilder {
     /// A PEM file of the CA certificates to trust for TLS, instead of the
     /// system's.
     tls_ca_file: Option<PathBuf>,
+    /// Whether `connect` returns before the servers answer.
+    lazy: bool,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -65,6 +60,7 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("response_timeout", &self.response_timeout)
             .field("auto_batch", &self.auto_batch)
             .field("tls_ca_file", &self.tls_ca_file)
+            .field("lazy", &self.lazy)
             .finish_non_exhaustive()
     }
 }
@@ -115,6 +111,7 @@ impl RedisStoreBuilder {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             auto_batch: DEFAULT_AUTO_BATCH,
             tls_ca_file: None,
+            lazy: false,
         }
     }
 
@@ -221,13 +218,41 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Whether [`connect`](Self::connect) may return a store before its
+    /// servers answer (default `false`: it fails then).
+    ///
+    /// A lazy store tries once, as a strict one does; if the servers
+    /// cannot be reached (down, starting, not yet resolvable), it returns
+    /// a store that keeps connecting in the background — after 100 ms,
+    /// then doubling to at most every second — and fails every call with
+    /// [`Unavailable`](ErrorKind::Unavailable) at once until then, so the
+    /// limiter's failure policy answers (degraded, counted) and its breaker
+    /// sees the outage. Servers that come up are used within about a
+    /// second. A service that starts alongside its Redis (a node lost, a
+    /// rollout) then starts and answers, instead of failing until Redis
+    /// is back. See [`RedisStore::is_connected`] and
+    /// [`RedisStore::waiting_for`].
+    ///
+    /// What waiting cannot heal still fails `connect`, lazy or not: a
+    /// malformed URL or prefix, a missing CA file, a certificate the roots
+    /// do not trust, a user or password the server refuses, a command its
+    /// ACL forbids ([`ErrorKind::InvalidConfig`]). Found only once the
+    /// servers come up, such a problem is logged, and the store keeps
+    /// trying.
+    pub fn lazy(mut self, lazy: bool) -> Self {
+        self.lazy = lazy;
+        self
+    }
+
     /// Connects, and loads the scripts (on every node of a Cluster).
     ///
     /// # Errors
     ///
     /// [`ErrorKind::InvalidConfig`] for a malformed URL or key prefix
-    /// (see [`check_prefix`](crate::check_prefix)); `Unavailable`/`Timeout`
-    /// when the servers cannot be reached.
+    /// (see [`check_prefix`](crate::check_prefix)), and for what waiting
+    /// cannot heal (TLS, authentication, ACL; see [`lazy`](Self::lazy));
+    /// `Unavailable`/`Timeout` when the servers cannot be reached (not
+    /// when [`lazy`](Self::lazy)).
     pub async fn connect(self) -> Result<RedisStore, Error> {
         check_prefix(&self.prefix)?;
         let described = describe(&self.topology);
@@ -242,107 +267,37 @@ impl RedisStoreBuilder {
             }
             crate::tls::install_provider();
         }
-        let backend = match topology {
-            Topology::Standalone(url) => Backend::Standalone(
-                standalone(&url, self.connect_timeout, self.response_timeout, &roots).await?,
-            ),
-            Topology::Cluster(nodes) => {
-                let builder = ClusterClientBuilder::new(nodes)
-                    .connection_timeout(self.connect_timeout)
-                    .response_timeout(self.response_timeout)
-                    .tcp_settings(TcpSettings::default().set_nodelay(true))
-                    .retries(3);
-                #[cfg(feature = "tls")]
-                let builder = match roots.certificates() {
-                    Some(certificates) => builder.certs(certificates),
-                    None => builder,
-                };
-                let client = builder.build().map_err(|e| {
-                    Error::with_source(ErrorKind::InvalidConfig, "invalid cluster node URL", e)
-                })?;
-                let pool = ClusterPool::connect(client, self.cluster_connections, self.max_in_flight)
-                    .await
-                    .map_err(|e| from_redis(&format!("connecting to {described}"), &e))?;
-                Backend::Cluster(Box::new(pool))
-            }
-            Topology::Sentinel { sentinels, master, userinfo, db, tls } => {
-                let (connect, response) = (self.connect_timeout, self.response_timeout);
-                let primary_roots = roots.clone();
-                let pool = SentinelPool::connect(
-                    sentinels,
-                    master,
-                    userinfo,
-                    db,
-                    (tls, roots),
-                    move |url: String| {
-                        let roots = primary_roots.clone();
-                        Box::pin(async move { manager(&url, connect, response, &roots).await })
-                            as Pin<Box<dyn Future<Output = redis::RedisResult<ConnectionManager>> + Send>>
-                    },
-                )
-                .await
-                .map_err(|e| from_redis(&format!("connecting to {described}"), &e))?;
-                Backend::Sentinel(Arc::new(pool))
-            }
+        let cluster = matches!(topology, Topology::Cluster(_));
+        let connector = Connector {
+            topology,
+            roots,
+            connect_timeout: self.connect_timeout,
+            response_timeout: self.response_timeout,
+            cluster_connections: self.cluster_connections,
+            max_in_flight: self.max_in_flight,
+            // A client clock's time is each caller's own: nothing to batch.
+            auto_batch: if self.clock.is_some() { 0 } else { self.auto_batch },
+            scripts: Arc::new(Scripts::new()),
+            described: described.clone(),
         };
-        let scripts = Arc::new(Scripts::new());
-        backend
-            .load_scripts(&scripts)
-            .await
-            .map_err(|e| from_redis(&format!("loading scripts on {described}"), &e))?;
-        let field_ttl = backend
-            .has_field_ttl()
-            .await
-            .map_err(|e| from_redis(&format!("asking {described} for HPEXPIRE"), &e))?;
-        let backend = Arc::new(backend);
-        let auto_batch = (self.auto_batch > 1 && self.clock.is_none() && !backend.is_cluster()).then(|| {
-            AutoBatch::start(Arc::clone(&backend), Arc::clone(&scripts), field_ttl, self.auto_batch)
-        });
-        Ok(RedisStore::from_inner(Inner {
-            backend,
+        let (link, waiting) = match connector.connect().await {
+            Ok(connected) => (Link::made(connected), None),
+            Err(error) if !self.lazy || error.kind() == ErrorKind::InvalidConfig => return Err(error),
+            Err(error) => (Link::waiting(&error), Some(error)),
+        };
+        let store = RedisStore::from_inner(Inner {
             prefix: self.prefix,
             clock: self.clock.map(|clock| ClientClock::new(clock, self.max_clock_skew)),
-            scripts,
+            scripts: Arc::clone(&connector.scripts),
             servers: described,
-            field_ttl,
-            auto_batch,
-        }))
+            cluster,
+            link,
+        });
+        if let Some(error) = waiting {
+            keep_connecting(store.downgrade(), connector, &error);
+        }
+        Ok(store)
     }
-}
-
-async fn standalone(
-    url: &str,
-    connect: Duration,
-    response: Duration,
-    roots: &Roots,
-) -> Result<ConnectionManager, Error> {
-    let shown = redact_url(url);
-    roots.client(url).map_err(|e| {
-        Error::with_source(ErrorKind::InvalidConfig, format!("invalid Redis URL {shown:?}"), e)
-    })?;
-    manager(url, connect, response, roots)
-        .await
-        .map_err(|e| from_redis(&format!("connecting to {shown}"), &e))
-}
-
-/// A reconnecting connection to one server, with TCP_NODELAY and timeouts
-/// (and TLS when the URL says so, trusting `roots`).
-async fn manager(
-    url: &str,
-    connect: Duration,
-    response: Duration,
-    roots: &Roots,
-) -> redis::RedisResult<ConnectionManager> {
-    let client = redis::Client::open(url)?;
-    let info =
-        client.get_connection_info().clone().set_tcp_settings(TcpSettings::default().set_nodelay(true));
-    let client = roots.client(info)?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(connect))
-        .set_response_timeout(Some(response))
-        .set_number_of_retries(2)
-        .set_max_delay(Duration::from_millis(500));
-    ConnectionManager::new_with_config(client, config).await
 }
 
 impl RedisStore {

@@ -1,5 +1,5 @@
 //! Redis Cluster connections: a small pool of redis-rs cluster connections
-//! with a cap on calls in flight on each, rebuilt when one stops answering.
+//! with a cap on calls in flight on each, replaced when one stops answering.
 //!
 //! A redis-rs `ClusterConnection` with too many calls in flight can stay
 //! stuck for good after a live reshard (seen with 256, never with 128 or
@@ -7,15 +7,16 @@
 //! [`DEFAULT_MAX_IN_FLIGHT`] calls at once
 //! (callers queue for a permit, inside the limiter's deadline), load is
 //! spread over several connections, and a connection whose calls keep
-//! timing out or being abandoned is replaced by a fresh one.
+//! timing out or being abandoned is replaced by a fresh one
+//! ([`Replaceable`]).
 //!
 //! redis-rs follows `MOVED`/`ASK` redirections and failovers itself;
 //! `SCRIPT LOAD` goes to every node, so a promoted replica already has the
 //! scripts, and a `NOSCRIPT` (restart, flush) is reloaded like everywhere.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use redis::RedisResult;
 use redis::cluster::ClusterClient;
@@ -23,45 +24,22 @@ use redis::cluster_async::ClusterConnection;
 use slidegate::store::Identity;
 use tokio::sync::Semaphore;
 
+use crate::replaceable::{Kind, Replaceable};
+
 /// Default most calls in flight on one cluster connection.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
 /// Default number of cluster connections a store spreads calls over.
 pub const DEFAULT_CLUSTER_CONNECTIONS: usize = 2;
-/// Consecutive timed-out or abandoned calls after which a connection is rebuilt.
-const REBUILD_AFTER: u32 = 32;
 
 struct Lane {
-    conn: Mutex<ClusterConnection>,
+    link: Arc<Replaceable<ClusterConnection>>,
     permits: Semaphore,
-    /// Consecutive calls that timed out or were abandoned mid-flight.
-    stalled: AtomicU32,
-    rebuilding: AtomicBool,
 }
 
 /// Several cluster connections, each with a cap on calls in flight.
 pub(crate) struct ClusterPool {
-    client: ClusterClient,
-    lanes: Box<[Arc<Lane>]>,
+    lanes: Box<[Lane]>,
     next: AtomicUsize,
-}
-
-/// Marks a call as stalled unless it finished with an answer from the
-/// server (any answer, errors included, shows the connection is alive).
-struct StallGuard<'a> {
-    lane: &'a Lane,
-    answered: bool,
-}
-
-impl Drop for StallGuard<'_> {
-    fn drop(&mut self) {
-        if self.answered {
-            if self.lane.stalled.load(Ordering::Relaxed) != 0 {
-                self.lane.stalled.store(0, Ordering::Relaxed);
-            }
-        } else {
-            self.lane.stalled.fetch_add(1, Ordering::Relaxed);
-        }
-    }
 }
 
 impl ClusterPool {
@@ -73,76 +51,44 @@ impl ClusterPool {
         let mut built = Vec::with_capacity(lanes.max(1));
         for _ in 0..lanes.max(1) {
             let conn = client.get_async_connection().await?;
-            built.push(Arc::new(Lane {
-                conn: Mutex::new(conn),
+            let client = client.clone();
+            let reopen: crate::replaceable::Reopen<ClusterConnection> = Box::new(move || {
+                let client = client.clone();
+                Box::pin(async move { client.get_async_connection().await })
+            });
+            built.push(Lane {
+                link: Replaceable::new(conn, Kind::Cluster, reopen),
                 permits: Semaphore::new(max_in_flight.max(1)),
-                stalled: AtomicU32::new(0),
-                rebuilding: AtomicBool::new(false),
-            }));
+            });
         }
-        Ok(ClusterPool { client, lanes: built.into_boxed_slice(), next: AtomicUsize::new(0) })
+        Ok(ClusterPool { lanes: built.into_boxed_slice(), next: AtomicUsize::new(0) })
     }
 
-    fn lane(&self) -> &Arc<Lane> {
+    fn lane(&self) -> &Lane {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
         &self.lanes[i]
     }
 
     /// A connection to use now (cheap clone of a multiplexed handle).
     pub(crate) fn connection(&self) -> ClusterConnection {
-        let lane = self.lane();
-        lock(&lane.conn).clone()
+        self.lane().link.connection()
     }
 
     /// Runs `send` (one call or a pipeline) on one lane's connection,
     /// within the lane's cap on calls in flight; `answered` tells from the
-    /// result whether the server answered at all, for the lane's stall
-    /// count. Every use of the cluster goes through here, batches too.
+    /// result whether the server answered at all, for the lane's count of
+    /// unanswered calls. Every use of the cluster goes through here,
+    /// batches too.
     pub(crate) async fn on_lane<T, F, Fut>(&self, send: F, answered: impl FnOnce(&T) -> bool) -> T
     where
         F: FnOnce(ClusterConnection) -> Fut,
         Fut: Future<Output = T>,
     {
-        let lane = Arc::clone(self.lane());
-        self.maybe_rebuild(&lane);
+        let lane = self.lane();
         // The semaphore is never closed, so acquiring only waits.
         let _permit = lane.permits.acquire().await.ok();
-        let conn = lock(&lane.conn).clone();
-        let mut guard = StallGuard { lane: &lane, answered: false };
-        let result = send(conn).await;
-        guard.answered = answered(&result);
-        result
+        lane.link.call(send, answered).await
     }
-
-    /// Starts replacing `lane`'s connection in the background once its
-    /// calls have kept stalling.
-    fn maybe_rebuild(&self, lane: &Arc<Lane>) {
-        if lane.stalled.load(Ordering::Relaxed) < REBUILD_AFTER
-            || lane.rebuilding.swap(true, Ordering::AcqRel)
-        {
-            return;
-        }
-        let (client, lane) = (self.client.clone(), Arc::clone(lane));
-        tokio::spawn(async move {
-            tracing::warn!(target: "slidegate", "cluster connection keeps stalling: rebuilding it");
-            metrics::counter!("slidegate_cluster_rebuilds_total").increment(1);
-            match client.get_async_connection().await {
-                Ok(fresh) => {
-                    *lock(&lane.conn) = fresh;
-                    lane.stalled.store(0, Ordering::Relaxed);
-                }
-                Err(error) => {
-                    tracing::warn!(target: "slidegate", %error, "rebuilding the cluster connection failed")
-                }
-            }
-            lane.rebuilding.store(false, Ordering::Release);
-        });
-    }
-}
-
-fn lock(conn: &Mutex<ClusterConnection>) -> std::sync::MutexGuard<'_, ClusterConnection> {
-    // A poisoned lock only means a panic elsewhere while cloning a handle.
-    conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The Cluster slot of every key of an (encoded) identity: the identity

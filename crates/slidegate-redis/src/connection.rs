@@ -1,6 +1,7 @@
 //! Where the store's calls go: one standalone server (through a
-//! reconnecting `ConnectionManager`) or a Cluster (through a
-//! [`ClusterPool`]); and how a URL names them.
+//! reconnecting `ConnectionManager`, replaced when it goes silent), the
+//! primary Sentinel names, or a Cluster (through a [`ClusterPool`]); and
+//! how a URL names them.
 
 use redis::RedisResult;
 use redis::aio::ConnectionManager;
@@ -9,13 +10,14 @@ use slidegate::{Error, ErrorKind};
 use std::sync::Arc;
 
 use crate::cluster::ClusterPool;
+use crate::replaceable::Replaceable;
 use crate::scripts::Scripts;
 use crate::sentinel::SentinelPool;
 use crate::url::redact_url;
 
 /// The servers a store talks to.
 pub(crate) enum Backend {
-    Standalone(ConnectionManager),
+    Standalone(Arc<Replaceable<ConnectionManager>>),
     Cluster(Box<ClusterPool>),
     Sentinel(Arc<SentinelPool>),
 }
@@ -25,8 +27,8 @@ impl Backend {
     pub(crate) async fn load_scripts(&self, scripts: &Scripts) -> RedisResult<()> {
         for script in scripts.all() {
             match self {
-                Backend::Standalone(conn) => {
-                    script.load_async(&mut conn.clone()).await?;
+                Backend::Standalone(link) => {
+                    script.load_async(&mut link.connection()).await?;
                 }
                 Backend::Cluster(pool) => {
                     script.load_async(&mut pool.connection()).await?;
@@ -45,7 +47,7 @@ impl Backend {
         let mut cmd = redis::cmd("COMMAND");
         cmd.arg("INFO").arg("HPEXPIRE");
         let info: Vec<redis::Value> = match self {
-            Backend::Standalone(conn) => cmd.query_async(&mut conn.clone()).await?,
+            Backend::Standalone(link) => cmd.query_async(&mut link.connection()).await?,
             Backend::Cluster(pool) => cmd.query_async(&mut pool.connection()).await?,
             Backend::Sentinel(pool) => cmd.query_async(&mut pool.connection()).await?,
         };

@@ -29,9 +29,12 @@ impl Store for RedisStore {
             return general::decode_one(rule, &self.send(&call).await?);
         }
         let check = Check::new(self.prefix(), request);
-        let reply = match self.auto_batch() {
+        let connected = self.connected()?;
+        let reply = match &connected.auto_batch {
             Some(batch) => batch.check(check).await?,
-            None => self.send(&check.call(self.scripts(), self.now()?, self.uses_field_ttl())).await?,
+            None => {
+                connected.backend.run(&check.call(self.scripts(), self.now()?, connected.field_ttl)).await?
+            }
         };
         single::decode(rule, &reply)
     }

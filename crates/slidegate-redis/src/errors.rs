@@ -36,3 +36,38 @@ pub(crate) fn from_script_message(context: &str, message: &str) -> Error {
     let kind = if is_busy(code) { ErrorKind::Unavailable } else { ErrorKind::Backend };
     Error::new(kind, format!("{context}: {message}"))
 }
+
+/// Whether connecting failed in a way waiting cannot heal: the server
+/// refuses the user or password, the ACL forbids a command slidegate
+/// needs, or TLS fails (a certificate the roots do not trust, a server
+/// that speaks no TLS) — not a server that is down, starting or busy.
+pub(crate) fn cannot_heal(err: &redis::RedisError) -> bool {
+    if matches!(err.kind(), redis::ErrorKind::AuthenticationFailed | redis::ErrorKind::InvalidClientConfig) {
+        return true;
+    }
+    if matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM")) {
+        return true;
+    }
+    // rustls reports what is wrong with a handshake as invalid data; redis-rs
+    // keeps the I/O error behind an `Arc`, which is what its `source` is.
+    let io = std::error::Error::source(err)
+        .and_then(|cause| cause.downcast_ref::<std::sync::Arc<dyn std::error::Error + Send + Sync>>())
+        .and_then(|shared| shared.downcast_ref::<std::io::Error>());
+    io.is_some_and(|io| io.kind() == std::io::ErrorKind::InvalidData)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_waiting_cannot_heal_is_told_apart() {
+        let io = |kind: std::io::ErrorKind| redis::RedisError::from(std::io::Error::new(kind, "x"));
+        assert!(cannot_heal(&io(std::io::ErrorKind::InvalidData)), "a TLS handshake refused");
+        assert!(!cannot_heal(&io(std::io::ErrorKind::ConnectionRefused)));
+        assert!(!cannot_heal(&io(std::io::ErrorKind::TimedOut)));
+        assert!(cannot_heal(&redis::RedisError::from((redis::ErrorKind::AuthenticationFailed, "no"))));
+        assert!(cannot_heal(&redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "no"))));
+        assert!(!cannot_heal(&redis::RedisError::from((redis::ErrorKind::Io, "dropped"))));
+    }
+}

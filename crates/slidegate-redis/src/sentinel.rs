@@ -10,11 +10,15 @@
 //! limiter's deadline dropped it: a primary that hangs, frozen or cut off,
 //! never fails a call before the deadline does), at most every
 //! [`RESOLVE_EVERY`]. When the answer names a new primary, calls move to it.
+//! A primary that stops answering without a failover (a connection gone
+//! silent) is connected to afresh, as every store connection is
+//! ([`Replaceable`]).
 
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::replaceable::{Kind, Replaceable};
 use crate::tls::Roots;
 use redis::aio::ConnectionManager;
 use redis::{RedisError, RedisResult};
@@ -22,8 +26,15 @@ use redis::{RedisError, RedisResult};
 /// The least time between two resolutions.
 pub(crate) const RESOLVE_EVERY: Duration = Duration::from_millis(250);
 
-/// How to reach the primary a set of sentinels names.
-pub(crate) struct SentinelPool {
+/// The primary in use: its address, and the connection to it.
+#[derive(Clone)]
+pub(crate) struct Primary {
+    address: Arc<str>,
+    pub(crate) conn: ConnectionManager,
+}
+
+/// How to find the primary a set of sentinels names, and connect to it.
+struct Sentinels {
     /// `redis://host:port/` of each sentinel.
     sentinels: Vec<String>,
     master: String,
@@ -35,7 +46,23 @@ pub(crate) struct SentinelPool {
     tls: bool,
     roots: Roots,
     connect: Box<dyn Fn(String) -> ConnectFuture + Send + Sync>,
-    current: Mutex<(String, ConnectionManager)>,
+}
+
+impl Sentinels {
+    /// Asks the sentinels for the primary and connects to it.
+    async fn primary(&self) -> RedisResult<Primary> {
+        let address = resolve(&self.sentinels, &self.master, &self.roots).await?;
+        let conn = (self.connect)(primary_url(self.tls, &self.userinfo, &address, self.db)).await?;
+        Ok(Primary { address: Arc::from(address), conn })
+    }
+}
+
+/// How to reach the primary a set of sentinels names.
+pub(crate) struct SentinelPool {
+    sentinels: Arc<Sentinels>,
+    /// The primary in use; replaced (asking the sentinels again) when it
+    /// stops answering, even at the same address.
+    link: Arc<Replaceable<Primary>>,
     resolving: AtomicBool,
     /// Milliseconds since `born` of the last resolution.
     last_resolve: AtomicU64,
@@ -55,18 +82,17 @@ impl SentinelPool {
         (tls, roots): (bool, Roots),
         connect: impl Fn(String) -> ConnectFuture + Send + Sync + 'static,
     ) -> RedisResult<SentinelPool> {
-        let address = resolve(&sentinels, &master, &roots).await?;
-        let url = primary_url(tls, &userinfo, &address, db);
-        let conn = connect(url).await?;
+        let sentinels =
+            Arc::new(Sentinels { sentinels, master, userinfo, db, tls, roots, connect: Box::new(connect) });
+        let primary = sentinels.primary().await?;
+        let reopen_from = Arc::clone(&sentinels);
+        let reopen: crate::replaceable::Reopen<Primary> = Box::new(move || {
+            let sentinels = Arc::clone(&reopen_from);
+            Box::pin(async move { sentinels.primary().await })
+        });
         Ok(SentinelPool {
             sentinels,
-            master,
-            userinfo,
-            db,
-            tls,
-            roots,
-            connect: Box::new(connect),
-            current: Mutex::new((address, conn)),
+            link: Replaceable::new(primary, Kind::Sentinel, reopen),
             resolving: AtomicBool::new(false),
             last_resolve: AtomicU64::new(0),
             born: Instant::now(),
@@ -74,19 +100,24 @@ impl SentinelPool {
     }
 
     pub(crate) fn connection(&self) -> ConnectionManager {
-        lock(&self.current).1.clone()
+        self.link.connection().conn
     }
 
-    /// Awaits `send` (a call or a batch pipeline on [`connection`](Self::connection)),
-    /// and asks the sentinels again when it is dropped unanswered or
-    /// `explains` says a failover may explain its result.
-    pub(crate) async fn watched<T>(
-        self: &std::sync::Arc<Self>,
-        send: impl Future<Output = T>,
+    /// Runs `send` (a call or a batch pipeline) on the primary's
+    /// connection, and asks the sentinels again when it is dropped
+    /// unanswered or `explains` says a failover may explain its result;
+    /// `answered` tells whether the primary answered at all.
+    pub(crate) async fn watched<T, Fut>(
+        self: &Arc<Self>,
+        send: impl FnOnce(ConnectionManager) -> Fut,
+        answered: impl FnOnce(&T) -> bool,
         explains: impl FnOnce(&T) -> bool,
-    ) -> T {
+    ) -> T
+    where
+        Fut: Future<Output = T>,
+    {
         let mut abandoned = Abandoned { pool: Some(self) };
-        let result = send.await;
+        let result = self.link.call(|primary| send(primary.conn), answered).await;
         abandoned.pool = None;
         if explains(&result) {
             self.re_resolve();
@@ -96,7 +127,7 @@ impl SentinelPool {
 
     /// Asks the sentinels again, in the background, unless that happened
     /// within [`RESOLVE_EVERY`] or is happening now.
-    fn re_resolve(self: &std::sync::Arc<Self>) {
+    fn re_resolve(self: &Arc<Self>) {
         let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
         let last = self.last_resolve.load(Ordering::Relaxed);
         let every = u64::try_from(RESOLVE_EVERY.as_millis()).unwrap_or(u64::MAX);
@@ -109,15 +140,17 @@ impl SentinelPool {
             return;
         };
         self.last_resolve.store(now, Ordering::Relaxed);
-        let pool = std::sync::Arc::clone(self);
+        let pool = Arc::clone(self);
         runtime.spawn(async move {
-            match resolve(&pool.sentinels, &pool.master, &pool.roots).await {
-                Ok(address) if address != lock(&pool.current).0 => {
-                    match (pool.connect)(primary_url(pool.tls, &pool.userinfo, &address, pool.db)).await {
+            let sentinels = &pool.sentinels;
+            match resolve(&sentinels.sentinels, &sentinels.master, &sentinels.roots).await {
+                Ok(address) if *address != *pool.link.connection().address => {
+                    let url = primary_url(sentinels.tls, &sentinels.userinfo, &address, sentinels.db);
+                    match (sentinels.connect)(url).await {
                         Ok(conn) => {
-                            tracing::warn!(target: "slidegate", master = %pool.master, %address, "following a Sentinel failover to a new primary");
+                            tracing::warn!(target: "slidegate", master = %sentinels.master, %address, "following a Sentinel failover to a new primary");
                             metrics::counter!("slidegate_sentinel_switches_total").increment(1);
-                            *lock(&pool.current) = (address, conn);
+                            pool.link.install(Primary { address: Arc::from(address), conn });
                         }
                         Err(error) => {
                             tracing::warn!(target: "slidegate", %error, %address, "cannot connect to the new primary yet");
@@ -134,7 +167,7 @@ impl SentinelPool {
 
 /// Asks the sentinels again when a call is dropped before it was answered.
 struct Abandoned<'a> {
-    pool: Option<&'a std::sync::Arc<SentinelPool>>,
+    pool: Option<&'a Arc<SentinelPool>>,
 }
 
 impl Drop for Abandoned<'_> {
@@ -186,8 +219,4 @@ async fn resolve(sentinels: &[String], master: &str, roots: &Roots) -> RedisResu
 fn primary_url(tls: bool, userinfo: &str, address: &str, db: i64) -> String {
     let scheme = if tls { "rediss" } else { "redis" };
     format!("{scheme}://{userinfo}{address}/{db}")
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

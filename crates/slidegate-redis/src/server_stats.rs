@@ -38,7 +38,7 @@ impl RedisStore {
     ///
     /// When the servers cannot be reached or answer an error.
     pub async fn server_stats(&self) -> Result<ServerStats, Error> {
-        let backend = self.backend();
+        let backend = &self.connected()?.backend;
         let fail = |e: redis::RedisError| from_redis("server stats", &e);
         let info = query(backend, redis::cmd("INFO").arg("memory")).await.map_err(fail)?;
         let used_memory_bytes = used_memory(&info);
@@ -75,7 +75,7 @@ impl RedisStore {
 /// every primary, combined as redis-rs does for each command).
 async fn query(backend: &Backend, cmd: &Cmd) -> redis::RedisResult<Value> {
     match backend {
-        Backend::Standalone(conn) => cmd.query_async(&mut conn.clone()).await,
+        Backend::Standalone(link) => cmd.query_async(&mut link.connection()).await,
         Backend::Cluster(pool) => cmd.query_async(&mut pool.connection()).await,
         Backend::Sentinel(pool) => cmd.query_async(&mut pool.connection()).await,
     }

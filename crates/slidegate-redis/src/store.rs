@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use slidegate::Error;
 
-use crate::auto_batch::AutoBatch;
 use crate::calls::{Call, Ints};
-use crate::connection::Backend;
+use crate::connect::{Connected, Link};
 use crate::now::{ClientClock, Now};
 use crate::scripts::Scripts;
 
@@ -58,18 +57,16 @@ pub struct RedisStore {
 }
 
 pub(crate) struct Inner {
-    pub(crate) backend: Arc<Backend>,
     pub(crate) prefix: String,
     /// `None`: the Redis server's clock decides.
     pub(crate) clock: Option<ClientClock>,
     pub(crate) scripts: Arc<Scripts>,
-    /// The servers, passwords hidden: only for `Debug`.
+    /// The servers, passwords hidden: for `Debug` and messages.
     pub(crate) servers: String,
-    /// The server has per-field hash TTL (`HPEXPIRE`): the sliding counter
-    /// gives every bucket its own TTL.
-    pub(crate) field_ttl: bool,
-    /// Single checks go through here when auto-batching applies.
-    pub(crate) auto_batch: Option<AutoBatch>,
+    /// Whether the servers are a Cluster (known from the URL, connected or not).
+    pub(crate) cluster: bool,
+    /// The connection: made at `connect`, or in the background (`lazy`).
+    pub(crate) link: Link,
 }
 
 impl fmt::Debug for RedisStore {
@@ -93,15 +90,33 @@ impl RedisStore {
     }
 
     /// Whether the servers support per-field hash TTL (Redis ≥ 7.4, Valkey ≥
-    /// 9), detected at connect time: the sliding counter then gives every
-    /// bucket its own TTL (it prunes stale buckets in the script either way).
+    /// 9), detected when connecting (`false` until then): the sliding
+    /// counter then gives every bucket its own TTL (it prunes stale buckets
+    /// in the script either way).
     pub fn uses_field_ttl(&self) -> bool {
-        self.inner.field_ttl
+        self.inner.link.connected().is_some_and(|c| c.field_ttl)
     }
 
     /// Whether this store talks to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
-        self.inner.backend.is_cluster()
+        self.inner.cluster
+    }
+
+    /// Whether the store has reached its servers: always, for a store
+    /// [`connect`](crate::RedisStoreBuilder::connect) returned without
+    /// [`lazy`](crate::RedisStoreBuilder::lazy); for a lazy one, once a
+    /// connection in the background succeeded (until then, every call
+    /// fails with [`Unavailable`](slidegate::ErrorKind::Unavailable)).
+    /// Whether the servers answer *now* is the limiter's breaker's to
+    /// tell.
+    pub fn is_connected(&self) -> bool {
+        self.inner.link.connected().is_some()
+    }
+
+    /// Why a lazy store has not connected yet: the last attempt's error
+    /// (`None` once connected, or before an attempt has ended).
+    pub fn waiting_for(&self) -> Option<String> {
+        self.inner.link.waiting_for()
     }
 
     /// When the scripts decide: the server's clock, or the client clock's
@@ -119,18 +134,24 @@ impl RedisStore {
         &self.inner.scripts
     }
 
-    pub(crate) fn backend(&self) -> &Backend {
-        &self.inner.backend
-    }
-
-    /// The auto-batcher of single checks, when on.
-    pub(crate) fn auto_batch(&self) -> Option<&AutoBatch> {
-        self.inner.auto_batch.as_ref()
+    /// The connection to the servers.
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`](slidegate::ErrorKind::Unavailable) while a lazy
+    /// store has not connected yet.
+    pub(crate) fn connected(&self) -> Result<&Connected, Error> {
+        self.inner.link.get(&self.inner.servers)
     }
 
     /// Sends one call and returns its reply.
     pub(crate) async fn send(&self, call: &Call<'_>) -> Result<Ints, Error> {
-        self.inner.backend.run(call).await
+        self.connected()?.backend.run(call).await
+    }
+
+    /// The store's inner state, for a connection made in the background.
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Inner> {
+        Arc::downgrade(&self.inner)
     }
 }
 

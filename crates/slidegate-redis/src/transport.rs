@@ -1,6 +1,7 @@
 //! The one way calls reach the servers: a single call or a pipeline of
 //! calls, on a standalone server, the primary Sentinel names (watched for
-//! failovers), or one lane of a Cluster pool (capped, stall-counted). A
+//! failovers), or one lane of a Cluster pool (capped) — each connection
+//! replaced when it stops answering (`Replaceable`). A
 //! call answered `NOSCRIPT` (restart, `SCRIPT FLUSH`, failover to a node
 //! that never saw the script) has its script loaded and is sent again —
 //! here, and counted in `slidegate_script_reloads_total`.
@@ -12,16 +13,18 @@ use slidegate::Error;
 use crate::calls::Call;
 use crate::connection::Backend;
 use crate::errors::from_redis;
+use crate::replaceable::answered;
 use crate::sentinel::failover_explains;
 
 impl Backend {
     /// Sends one call and returns its reply.
     pub(crate) async fn run<T: FromRedisValue>(&self, call: &Call<'_>) -> Result<T, Error> {
+        let send = |mut conn| async move { run_on(&mut conn, call).await };
         let result = match self {
-            Backend::Standalone(conn) => run_on(&mut conn.clone(), call).await,
+            Backend::Standalone(link) => link.call(send, answered).await,
             Backend::Sentinel(pool) => {
                 let explains = |result: &RedisResult<T>| result.as_ref().is_err_and(failover_explains);
-                pool.watched(run_on(&mut pool.connection(), call), explains).await
+                pool.watched(send, answered, explains).await
             }
             Backend::Cluster(pool) => {
                 pool.on_lane(|mut conn| async move { run_on(&mut conn, call).await }, answered).await
@@ -39,22 +42,12 @@ impl Backend {
         let failed = |replies: &Vec<Result<Value, Error>>| {
             !replies.is_empty() && replies.iter().all(|r| r.as_ref().is_err_and(Error::is_transient))
         };
+        let answered = |replies: &Vec<Result<Value, Error>>| !failed(replies);
         match self {
-            Backend::Standalone(conn) => pipeline_on(conn.clone(), calls).await,
-            Backend::Sentinel(pool) => pool.watched(pipeline_on(pool.connection(), calls), failed).await,
-            Backend::Cluster(pool) => {
-                pool.on_lane(|conn| pipeline_on(conn, calls), |replies| !failed(replies)).await
-            }
+            Backend::Standalone(link) => link.call(|conn| pipeline_on(conn, calls), answered).await,
+            Backend::Sentinel(pool) => pool.watched(|conn| pipeline_on(conn, calls), answered, failed).await,
+            Backend::Cluster(pool) => pool.on_lane(|conn| pipeline_on(conn, calls), answered).await,
         }
-    }
-}
-
-/// Whether a call's outcome shows the server answered (errors included):
-/// what a Cluster lane's stall count goes by.
-fn answered<T>(result: &RedisResult<T>) -> bool {
-    match result {
-        Ok(_) => true,
-        Err(e) => !(e.is_timeout() || e.is_io_error() || e.is_connection_dropped()),
     }
 }
 

@@ -69,6 +69,18 @@ async fn a_wrong_ca_a_wrong_password_and_a_missing_ca_file_are_clear_errors() {
     let text = format!("{wrong_password:#}");
     assert!(text.contains("WRONGPASS") || text.to_lowercase().contains("auth"), "{text}");
 
+    // None of these heals by waiting: a lazy store refuses them as well.
+    let lazy_wrong_ca = connect_error(RedisStore::builder(&url).tls_ca_file(&other).lazy(true)).await;
+    assert_eq!(lazy_wrong_ca.kind(), ErrorKind::InvalidConfig, "{lazy_wrong_ca}");
+    assert!(lazy_wrong_ca.to_string().to_lowercase().contains("certificate"), "{lazy_wrong_ca}");
+    let lazy_wrong_password = connect_error(
+        RedisStore::builder(format!("rediss://alice:nope@127.0.0.1:{port}/"))
+            .tls_ca_file(dir.path().join("ca.pem"))
+            .lazy(true),
+    )
+    .await;
+    assert_eq!(lazy_wrong_password.kind(), ErrorKind::InvalidConfig, "{lazy_wrong_password}");
+
     let missing = connect_error(RedisStore::builder(&url).tls_ca_file(dir.path().join("missing.pem"))).await;
     assert_eq!(missing.kind(), ErrorKind::InvalidConfig);
     assert!(missing.to_string().contains("missing.pem"), "{missing}");

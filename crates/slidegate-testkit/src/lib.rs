@@ -6,6 +6,8 @@
 //! * [`RedisCluster`] does the same for a whole Redis Cluster (primaries
 //!   and replicas), with helpers to kill a primary or reshard live.
 //! * [`RedisSentinel`]: a primary, replicas and three sentinels.
+//! * [`TcpProxy`]: a proxy whose open connections can be made to go
+//!   silent, or to receive garbage, while new ones pass.
 //! * [`FakeClock`]: a wall clock a test sets, for a server run on it
 //!   (libfaketime), so the server's clock can be driven like a client's.
 //! * [`CapturedLog`]: what `tracing` logs during a test, to count lines.
@@ -24,6 +26,7 @@ mod fake_clock;
 mod redis_cluster;
 mod redis_sentinel;
 mod redis_server;
+mod tcp_proxy;
 mod tls;
 
 pub use captured_log::CapturedLog;
@@ -31,4 +34,5 @@ pub use fake_clock::{FakeClock, libfaketime};
 pub use redis_cluster::{ClusterNode, RedisCluster};
 pub use redis_sentinel::{MASTER_NAME, RedisSentinel};
 pub use redis_server::{RedisServer, RedisServerBuilder, free_port};
+pub use tcp_proxy::TcpProxy;
 pub use tls::{Pki, TlsServer};

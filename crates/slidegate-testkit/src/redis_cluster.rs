@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use std::path::Path;
 
-use crate::{Pki, RedisServer, free_port};
+use crate::{Pki, RedisServer, TcpProxy, free_port};
 
 /// How long a cluster may take to agree on its slots.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -20,6 +20,8 @@ pub struct RedisCluster {
     nodes: Vec<RedisServer>,
     /// The nodes' TLS ports, when the cluster speaks TLS (`start_tls`).
     tls_ports: Vec<u16>,
+    /// The proxy in front of each node, in a cluster from `start_behind_proxies`.
+    proxies: Vec<TcpProxy>,
 }
 
 /// One line of `CLUSTER NODES`.
@@ -45,7 +47,24 @@ impl RedisCluster {
     ///
     /// When `redis-server` or `redis-cli` is missing or the cluster does not form.
     pub fn start(primaries: usize, replicas: usize) -> io::Result<RedisCluster> {
-        RedisCluster::start_with(primaries, replicas, None)
+        RedisCluster::start_with(primaries, replicas, None, false)
+    }
+
+    /// `primaries` primaries without replicas, each behind a [`TcpProxy`]
+    /// whose port it announces: clients reach every node through a proxy
+    /// ([`proxies`](Self::proxies)), the nodes each other directly.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_behind_proxies(primaries: usize) -> io::Result<RedisCluster> {
+        RedisCluster::start_with(primaries, 0, None, true)
+    }
+
+    /// The proxies in front of the nodes (a cluster from
+    /// [`start_behind_proxies`](Self::start_behind_proxies)).
+    pub fn proxies(&self) -> &[TcpProxy] {
+        &self.proxies
     }
 
     /// [`start`](Self::start) for a cluster speaking TLS to clients and
@@ -57,16 +76,22 @@ impl RedisCluster {
     ///
     /// As [`start`](Self::start).
     pub fn start_tls(primaries: usize, replicas: usize, dir: &Path, pki: &Pki) -> io::Result<RedisCluster> {
-        RedisCluster::start_with(primaries, replicas, Some((dir, pki)))
+        RedisCluster::start_with(primaries, replicas, Some((dir, pki)), false)
     }
 
-    fn start_with(primaries: usize, replicas: usize, tls: Option<(&Path, &Pki)>) -> io::Result<RedisCluster> {
+    fn start_with(
+        primaries: usize,
+        replicas: usize,
+        tls: Option<(&Path, &Pki)>,
+        behind_proxies: bool,
+    ) -> io::Result<RedisCluster> {
         let files = match tls {
             Some((dir, pki)) => Some(crate::tls::write_files(dir, pki)?),
             None => None,
         };
         let mut nodes = Vec::new();
         let mut tls_ports = Vec::new();
+        let mut proxies = Vec::new();
         for _ in 0..primaries * (1 + replicas) {
             let mut builder = RedisServer::builder()
                 .arg("--cluster-enabled")
@@ -89,6 +114,23 @@ impl RedisCluster {
                 }
                 builder = builder.arg(free_port()?.to_string());
             }
+            if behind_proxies {
+                // The node announces the proxy's port to clients; the bus
+                // stays direct (its port named, as it is announced too).
+                let bus = free_port()?.to_string();
+                builder = builder
+                    .arg("--cluster-port")
+                    .arg(bus.clone())
+                    .arg("--cluster-announce-bus-port")
+                    .arg(bus);
+                let node = builder.start()?;
+                let proxy = TcpProxy::start(node.port())?;
+                let announced = proxy.port().to_string();
+                cli(node.port(), &["CONFIG", "SET", "cluster-announce-port", &announced])?;
+                proxies.push(proxy);
+                nodes.push(node);
+                continue;
+            }
             nodes.push(builder.start()?);
         }
         let mut create = Command::new("redis-cli");
@@ -96,7 +138,11 @@ impl RedisCluster {
             create.arg("--tls").arg("--cacert").arg(&files.ca);
         }
         create.arg("--cluster").arg("create");
-        if tls_ports.is_empty() {
+        if !proxies.is_empty() {
+            for proxy in &proxies {
+                create.arg(format!("127.0.0.1:{}", proxy.port()));
+            }
+        } else if tls_ports.is_empty() {
             for node in &nodes {
                 create.arg(format!("127.0.0.1:{}", node.port()));
             }
@@ -119,7 +165,7 @@ impl RedisCluster {
                 String::from_utf8_lossy(&output.stderr)
             )));
         }
-        let cluster = RedisCluster { nodes, tls_ports };
+        let cluster = RedisCluster { nodes, tls_ports, proxies };
         cluster.wait_ok()?;
         Ok(cluster)
     }
@@ -174,9 +220,16 @@ impl RedisCluster {
         !views.is_empty() && views.windows(2).all(|w| w[0] == w[1])
     }
 
-    /// `redis+cluster://` URL naming every node (the store needs only one).
+    /// `redis+cluster://` URL naming every node (the store needs only one),
+    /// through their proxies in a cluster from
+    /// [`start_behind_proxies`](Self::start_behind_proxies).
     pub fn url(&self) -> String {
-        let hosts: Vec<String> = self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
+        let ports: Vec<u16> = if self.proxies.is_empty() {
+            self.nodes.iter().map(RedisServer::port).collect()
+        } else {
+            self.proxies.iter().map(TcpProxy::port).collect()
+        };
+        let hosts: Vec<String> = ports.iter().map(|port| format!("127.0.0.1:{port}")).collect();
         format!("redis+cluster://{}/", hosts.join(","))
     }
 
@@ -265,6 +318,27 @@ impl RedisCluster {
     /// many answered.
     pub fn on_every_node(&self, args: &[&str]) -> usize {
         self.nodes.iter().filter(|n| cli(n.port(), args).is_ok()).count()
+    }
+
+    /// Kills (SIGKILL) every node: the whole cluster down, as when it and
+    /// its clients are restarted together.
+    pub fn stop_all(&mut self) {
+        for node in &mut self.nodes {
+            node.kill();
+        }
+    }
+
+    /// Starts every node again on its port, with its cluster state (its
+    /// `nodes.conf`; the data is gone), and waits until the cluster is ok.
+    ///
+    /// # Errors
+    ///
+    /// When a node does not come up, or the cluster does not settle.
+    pub fn restart_all(&mut self) -> io::Result<()> {
+        for node in &mut self.nodes {
+            node.restart()?;
+        }
+        self.wait_ok()
     }
 
     /// The nodes, for anything else a test needs.

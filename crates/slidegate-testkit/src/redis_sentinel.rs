@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use std::path::Path;
 
 use crate::tls::Files;
-use crate::{Pki, RedisServer, free_port};
+use crate::{Pki, RedisServer, TcpProxy, free_port};
 
 /// The name the sentinels monitor the primary under.
 pub const MASTER_NAME: &str = "mymaster";
@@ -21,6 +21,8 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct RedisSentinel {
     servers: Vec<RedisServer>,
     sentinels: Vec<SentinelProcess>,
+    /// The proxy in front of the primary, in a setup from `start_behind_proxy`.
+    proxy: Option<TcpProxy>,
 }
 
 #[derive(Debug)]
@@ -29,13 +31,28 @@ struct SentinelProcess {
     port: u16,
     /// The TLS port, in a setup from `start_tls`.
     tls_port: Option<u16>,
+    /// Its configuration file (which the sentinel rewrites as it learns).
+    config: std::path::PathBuf,
     _dir: tempfile::TempDir,
+}
+
+impl SentinelProcess {
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again from its configuration file.
+    fn restart(&mut self) -> io::Result<()> {
+        self.kill();
+        self.child = run_sentinel(&self.config)?;
+        wait_pong(self.port)
+    }
 }
 
 impl Drop for SentinelProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
@@ -47,7 +64,19 @@ impl RedisSentinel {
     ///
     /// When `redis-server` is missing or the setup does not settle in 30 s.
     pub fn start(replicas: usize) -> io::Result<RedisSentinel> {
-        RedisSentinel::start_with(replicas, None)
+        RedisSentinel::start_with(replicas, None, false)
+    }
+
+    /// A primary without replicas, behind a [`TcpProxy`] whose address the
+    /// sentinels name (and reach it through): the faults of a connection to
+    /// the primary, as clients of the sentinels meet them. The proxy is
+    /// [`proxy`](Self::proxy).
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_behind_proxy() -> io::Result<RedisSentinel> {
+        RedisSentinel::start_with(0, None, true)
     }
 
     /// [`start`](Self::start) speaking TLS everywhere (clients, replication,
@@ -59,10 +88,10 @@ impl RedisSentinel {
     ///
     /// As [`start`](Self::start).
     pub fn start_tls(replicas: usize, dir: &Path, pki: &Pki) -> io::Result<RedisSentinel> {
-        RedisSentinel::start_with(replicas, Some(&crate::tls::write_files(dir, pki)?))
+        RedisSentinel::start_with(replicas, Some(&crate::tls::write_files(dir, pki)?), false)
     }
 
-    fn start_with(replicas: usize, tls: Option<&Files>) -> io::Result<RedisSentinel> {
+    fn start_with(replicas: usize, tls: Option<&Files>, behind_proxy: bool) -> io::Result<RedisSentinel> {
         let server = |replica_of: Option<u16>| -> io::Result<(RedisServer, u16)> {
             let mut builder = RedisServer::builder().arg("--repl-diskless-sync-delay").arg("0");
             let mut client_port = None;
@@ -84,11 +113,13 @@ impl RedisSentinel {
         for _ in 0..replicas {
             servers.push(server(Some(primary_port))?.0);
         }
+        let proxy = if behind_proxy { Some(TcpProxy::start(primary_port)?) } else { None };
+        let named = proxy.as_ref().map_or(primary_port, TcpProxy::port);
         let mut sentinels = Vec::new();
         for _ in 0..3 {
-            sentinels.push(spawn_sentinel(primary_port, tls)?);
+            sentinels.push(spawn_sentinel(named, tls)?);
         }
-        let setup = RedisSentinel { servers, sentinels };
+        let setup = RedisSentinel { servers, sentinels, proxy };
         setup.wait_settled(replicas)?;
         Ok(setup)
     }
@@ -176,9 +207,50 @@ impl RedisSentinel {
         }
     }
 
+    /// Kills (SIGKILL) every server and every sentinel: the whole setup
+    /// down, as when it and its clients are restarted together.
+    pub fn stop_all(&mut self) {
+        for server in &mut self.servers {
+            server.kill();
+        }
+        for sentinel in &mut self.sentinels {
+            sentinel.kill();
+        }
+    }
+
+    /// Starts every server and sentinel again on its port (the sentinels
+    /// from their configuration files, as they rewrote them), and waits
+    /// until a sentinel names a primary.
+    ///
+    /// # Errors
+    ///
+    /// When a process does not come up, or no primary is named in 30 s.
+    pub fn restart_all(&mut self) -> io::Result<()> {
+        for server in &mut self.servers {
+            server.restart()?;
+        }
+        for sentinel in &mut self.sentinels {
+            sentinel.restart()?;
+        }
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        while self.primary_port().is_err() {
+            if Instant::now() > deadline {
+                return Err(io::Error::other("no sentinel names a primary 30 s after the restart"));
+            }
+            sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
     /// The data servers (primary first at start).
     pub fn servers(&self) -> &[RedisServer] {
         &self.servers
+    }
+
+    /// The proxy in front of the primary (a setup from
+    /// [`start_behind_proxy`](Self::start_behind_proxy)).
+    pub fn proxy(&self) -> Option<&TcpProxy> {
+        self.proxy.as_ref()
     }
 }
 
@@ -215,20 +287,29 @@ fn spawn_sentinel(primary_port: u16, tls: Option<&Files>) -> io::Result<Sentinel
     writeln!(file, "sentinel failover-timeout {MASTER_NAME} 5000")?;
     writeln!(file, "sentinel parallel-syncs {MASTER_NAME} 1")?;
     drop(file);
-    let child = Command::new("redis-server")
-        .arg(&config)
+    let child = run_sentinel(&config)?;
+    let sentinel = SentinelProcess { child, port, tls_port, config, _dir: dir };
+    wait_pong(port)?;
+    Ok(sentinel)
+}
+
+fn run_sentinel(config: &Path) -> io::Result<Child> {
+    Command::new("redis-server")
+        .arg(config)
         .arg("--sentinel")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot run redis-server --sentinel ({e})")))?;
-    let sentinel = SentinelProcess { child, port, tls_port, _dir: dir };
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot run redis-server --sentinel ({e})")))
+}
+
+fn wait_pong(port: u16) -> io::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         let pong = Command::new("redis-cli").args(["-p", &port.to_string(), "PING"]).output();
         if pong.is_ok_and(|o| o.stdout.starts_with(b"PONG")) {
-            return Ok(sentinel);
+            return Ok(());
         }
         sleep(Duration::from_millis(20));
     }
