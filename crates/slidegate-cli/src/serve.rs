@@ -34,7 +34,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             if let Some(ca) = &args.tls_ca_file {
                 builder = builder.tls_ca_file(ca.clone());
             }
-            ServiceStore::Redis(builder.connect().await?)
+            // Redis down at start is an outage like any other: the
+            // service starts and answers by its policy meanwhile. What
+            // waiting cannot heal (TLS, credentials) stops the start.
+            ServiceStore::Redis(builder.lazy(true).connect().await?)
         }
     };
     let admin_token = match &args.admin_token_file {

@@ -235,6 +235,49 @@ fn an_admin_token_no_client_could_send_stops_the_start() {
     }
 }
 
+/// A plain HTTP/1.1 POST of `body` over a socket: the response.
+fn post(port: u16, path: &str, body: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    response
+}
+
+/// Redis down when `serve` starts (both restarted together): it starts,
+/// answers degraded at once, says so, and uses Redis once it is up.
+#[test]
+fn starts_without_its_redis_and_uses_it_once_up() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, RULES).expect("write");
+    let mut redis = RedisServer::start().expect("redis-server");
+    redis.kill();
+    let mut serve = Serve::start(&rules, &["--store", &redis.url()]);
+    let check = r#"{"domain":"shared","descriptors":[{"entries":[{"key":"api","value":"x"}]}]}"#;
+    let answer = post(serve.http, "/v1/check", check);
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.contains("\"degraded\":true"), "{answer}");
+    let status = serve.get("/v1/status").expect("status");
+    assert!(status.contains("\"connected\":false") && status.contains("Connection refused"), "{status}");
+    redis.restart().expect("restart");
+    let back = std::time::Instant::now();
+    loop {
+        if post(serve.http, "/v1/check", check).contains("\"degraded\":false") {
+            break;
+        }
+        assert!(back.elapsed() < Duration::from_secs(5), "Redis not used 5 s after it came back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(serve.get("/v1/status").expect("status").contains("\"connected\":true"));
+    assert!(serve.terminate().success());
+}
+
 #[test]
 fn sighup_reloads_the_rules() {
     let dir = tempfile::tempdir().expect("temp dir");

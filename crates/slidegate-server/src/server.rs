@@ -26,6 +26,7 @@ use crate::http::{Api, AppState, MAX_BODY_BYTES};
 use crate::reload::{Reloader, Seen};
 use crate::rls::Rls;
 use crate::status::ServiceStatus;
+use crate::store::Probing;
 use crate::{Decider, OnStoreFailure, ServiceStore};
 
 /// How the service runs: its rules, its store and how it answers.
@@ -260,6 +261,7 @@ pub async fn serve(
     let store_kind = config.store.kind();
     let limiter = Limiter::builder(config.store).deadline(config.deadline).failure_policy(config.policy);
     let limiter = if config.deny_cache { limiter } else { limiter.no_deny_cache() }.build();
+    let _probing = Probing::start(limiter.clone());
     let decider = Decider::new(limiter.clone(), rules.clone())
         .on_store_failure(config.on_store_failure)
         .shadow(config.shadow);

@@ -1,8 +1,10 @@
 //! The store a service decides with: the embedded one or Redis, chosen at
 //! start (a [`Store`] returns `impl Future`, so it cannot be a trait object).
 
+use std::time::Duration;
+
 use slidegate::store::{Dimensions, Request, Store};
-use slidegate::{Decision, Error, MemoryStore, MultiDecision};
+use slidegate::{Decision, Error, Limiter, MemoryStore, MultiDecision};
 use slidegate_redis::RedisStore;
 
 /// The embedded store or a Redis store (standalone, Sentinel or Cluster).
@@ -21,6 +23,24 @@ impl ServiceStore {
         match self {
             ServiceStore::Memory(_) => "memory",
             ServiceStore::Redis(_) => "redis",
+        }
+    }
+
+    /// Whether the store has reached its servers (always, for the
+    /// embedded store; see [`RedisStore::is_connected`]).
+    pub fn is_connected(&self) -> bool {
+        match self {
+            ServiceStore::Memory(_) => true,
+            ServiceStore::Redis(store) => store.is_connected(),
+        }
+    }
+
+    /// Why a Redis store has not connected yet (see
+    /// [`RedisStore::waiting_for`]).
+    pub fn waiting_for(&self) -> Option<String> {
+        match self {
+            ServiceStore::Memory(_) => None,
+            ServiceStore::Redis(store) => store.waiting_for(),
         }
     }
 
@@ -81,5 +101,33 @@ impl Store for ServiceStore {
             ServiceStore::Memory(store) => store.releases_charges(),
             ServiceStore::Redis(store) => store.releases_charges(),
         }
+    }
+}
+
+/// How often the service lets its store's breaker probe without traffic.
+const PROBE_EVERY: Duration = Duration::from_millis(500);
+
+/// Lets the breaker probe the store twice a second while it is open
+/// ([`Limiter::probe_store`]), until dropped: a service that its load
+/// balancer stopped sending traffic to, not ready while its store failed,
+/// would otherwise never find the store back.
+pub(crate) struct Probing(tokio::task::JoinHandle<()>);
+
+impl Probing {
+    pub(crate) fn start(limiter: Limiter<ServiceStore>) -> Probing {
+        Probing(tokio::spawn(async move {
+            let mut every = tokio::time::interval(PROBE_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                limiter.probe_store().await;
+            }
+        }))
+    }
+}
+
+impl Drop for Probing {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

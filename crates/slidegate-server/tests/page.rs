@@ -113,6 +113,38 @@ async fn the_page_is_correct_with_no_limits() {
     service.stop().await;
 }
 
+/// A Redis that was down when the service started: the page says the
+/// store is disconnected, and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_says_when_the_store_is_disconnected() {
+    let nowhere = format!("redis://127.0.0.1:{}/", slidegate_testkit::free_port().expect("port"));
+    let store =
+        slidegate_redis::RedisStore::builder(nowhere).lazy(true).connect().await.expect("a lazy store");
+    let service = support::start_with(
+        "domain: api\ndescriptors: []\n",
+        slidegate_server::ServiceStore::Redis(store),
+        |_| {},
+    )
+    .await;
+    let url = service.url("/");
+    let profile = tempfile::tempdir().expect("profile dir");
+    let dom = tokio::task::spawn_blocking({
+        let profile = profile.path().to_owned();
+        move || browse(&url, &["--dump-dom"], &profile)
+    })
+    .await
+    .expect("chromium");
+    assert!(dom.contains("data-loaded=\"true\""), "{}", &dom[..dom.len().min(2000)]);
+    assert!(
+        dom.contains(
+            "<dd id=\"store-connection\" class=\"bad\">disconnected: connecting to redis://127.0.0.1:"
+        ),
+        "{}",
+        &dom[..dom.len().min(3000)]
+    );
+    service.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_and_its_assets_carry_a_strict_policy() {
     let service = start("domain: api\ndescriptors: []\n").await;

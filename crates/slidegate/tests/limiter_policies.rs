@@ -118,6 +118,33 @@ async fn breaker_opens_probes_and_closes_by_itself() {
     assert_eq!(remote.calls(), 6);
 }
 
+/// With no traffic left to probe with (a service taken out of its load
+/// balancer), `probe_store` lets the breaker's probe go: nothing is asked
+/// while the breaker is closed or its probe is not due, a failed probe
+/// keeps it open, an answer closes it — and the probe charges nothing.
+#[tokio::test]
+async fn a_probe_without_traffic_finds_the_store_back() {
+    let (limiter, remote, clock) = setup(FailurePolicy::FailClosed);
+    assert_eq!(limiter.probe_store().await, BreakerState::Closed);
+    assert_eq!(remote.calls(), 0, "nothing asked while closed");
+    remote.set(FAIL);
+    for _ in 0..3 {
+        limiter.check(&rule(100), "k").await.expect("degraded");
+    }
+    assert_eq!(limiter.probe_store().await, BreakerState::Open);
+    assert_eq!(remote.calls(), 3, "nothing asked before the probe is due");
+    clock.advance(Duration::from_millis(100));
+    assert_eq!(limiter.probe_store().await, BreakerState::Open, "the store still fails");
+    assert_eq!(remote.calls(), 4);
+    remote.set(ANSWER);
+    clock.advance(Duration::from_millis(200));
+    assert_eq!(limiter.probe_store().await, BreakerState::Closed, "the store is back");
+    assert_eq!(remote.calls(), 5);
+    let probe_rule = rule(1).named("slidegate.probe").expect("name");
+    let decision = limiter.check(&probe_rule, "probe").await.expect("check");
+    assert!(decision.allowed, "the probes charged nothing: {decision:?}");
+}
+
 #[tokio::test]
 async fn switched_off_admits_without_the_store_and_charges_nothing() {
     let (limiter, remote, _) = setup(FailurePolicy::FailClosed);

@@ -38,6 +38,8 @@ pub(super) async fn status(State(app): State<AppState>) -> Response {
         "reloads": app.status.reloads(),
         "store": {
             "kind": app.store_kind,
+            "connected": limiter.store().is_connected(),
+            "waiting_for": limiter.store().waiting_for(),
             "breaker": breaker_name(limiter.breaker_state()),
             "failure_policy": limiter.failure_policy().as_str(),
             "on_store_failure": match app.decider.on_store_failure_mode() {
@@ -103,6 +105,8 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
         "top_limited": stats.top(),
         "store": {
             "kind": app.store_kind,
+            "connected": limiter.store().is_connected(),
+            "waiting_for": limiter.store().waiting_for(),
             "breaker": breaker_name(limiter.breaker_state()),
             "latency_us": latency,
             "degraded_total": stats.degraded_total(),
@@ -177,14 +181,16 @@ pub(super) async fn healthz() -> &'static str {
 }
 
 /// Whether the service should get traffic: not draining, and the store
-/// answers or a failure policy can (with `--on-store-failure unavailable`
-/// and the breaker open, it cannot).
+/// answers or a failure policy can. With `--on-store-failure unavailable`
+/// it cannot: the store must be connected and its breaker closed — not
+/// open, nor half-open while one probe finds out whether it is back.
 fn ready(app: &AppState) -> bool {
     if app.status.is_shutting_down() {
         return false;
     }
+    let limiter = app.decider.limiter();
     app.decider.on_store_failure_mode() == OnStoreFailure::Policy
-        || app.decider.limiter().breaker_state() != BreakerState::Open
+        || (limiter.store().is_connected() && limiter.breaker_state() == BreakerState::Closed)
 }
 
 /// `GET /readyz`: 200 when ready, 503 otherwise.

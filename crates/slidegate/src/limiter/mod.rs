@@ -334,6 +334,33 @@ impl<S: Store> Limiter<S> {
         self.inner.breaker.as_ref().map_or(BreakerState::Closed, Breaker::state)
     }
 
+    /// Lets the circuit breaker find out, without traffic, whether a
+    /// failing store is back: when the breaker is open and its next probe
+    /// is due, asks the store something that charges nothing (a peek at an
+    /// identity nobody uses, under the rule `slidegate.probe`) as that
+    /// probe; a store that answers closes the breaker. Returns the
+    /// breaker's state afterwards. Nothing is asked while the breaker is
+    /// closed, or before its probe is due.
+    ///
+    /// Call it now and then from a timer or a readiness check: a service
+    /// that its load balancer stopped sending traffic to, because the
+    /// store failed, has no request left to probe with and would never
+    /// see the store come back. `slidegate serve` does, twice a second.
+    pub async fn probe_store(&self) -> BreakerState {
+        let inner = &*self.inner;
+        if self.breaker_state() == BreakerState::Closed || inner.store.is_local() {
+            return self.breaker_state();
+        }
+        // Both valid: a fixed name and key.
+        let Ok(rule) = Rule::per_second(std::num::NonZeroU32::MIN).named("slidegate.probe") else {
+            return self.breaker_state();
+        };
+        if let Ok(dimensions) = Dimensions::new(&[(&rule, "probe")], 1) {
+            let _ = inner.guarded(|| inner.store.peek_all(&dimensions)).await;
+        }
+        self.breaker_state()
+    }
+
     /// The factor adaptive limits currently apply to every rule's limit
     /// (`None` when they are off). It moves at most once per evaluation
     /// interval, on checks; see [`crate::adaptive`].

@@ -141,6 +141,9 @@ function renderTop(top) {
 function render(stats) {
   const store = stats.store;
   text("store-kind", store.kind);
+  const connection = document.getElementById("store-connection");
+  connection.textContent = store.connected ? "connected" : "disconnected" + (store.waiting_for ? ": " + store.waiting_for : "");
+  connection.className = store.connected ? "ok" : "bad";
   const breaker = document.getElementById("store-breaker");
   breaker.textContent = store.breaker;
   breaker.className = store.breaker === "closed" ? "ok" : "bad";
