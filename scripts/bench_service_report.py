@@ -158,6 +158,16 @@ if all(gw.values()) and all(gw1.values()):
                      f"{floor_rate / rate['nginx']:.2f}× nginx, added p50 {floor_added} µs; CPU per request: "
                      f"gateway {proxy_cpu(gw['slidegate'])}, floor {proxy_cpu(floor)}",
                      f"nginx {proxy_cpu(gw['nginx'])}", "reported", None))
+    plain, spelled = runs("gw-path-plain"), runs("gw-path-spelled")
+    if plain and spelled:
+        plain_rate = median([r["requests_per_sec"] for r in plain])
+        spelled_rate = median([r["requests_per_sec"] for r in spelled])
+        rows.append((4, "the path's normal form: requests for `//%61pi//users/%7e42/profile`, which the gateway "
+                     "rewrites to `/api/users/~42/profile` before routing, against requests for that form itself "
+                     "(wrk -c64, medians of 3)",
+                     f"{spelled_rate:,.0f}/s ({listed(r['requests_per_sec'] for r in spelled)})",
+                     f"in normal form {plain_rate:,.0f}/s ({listed(r['requests_per_sec'] for r in plain)})",
+                     f"{spelled_rate / plain_rate:.2f}× (reported)", None))
 else:
     not_run(4, what4, "no nginx or wrk")
 

@@ -26,7 +26,7 @@ const SEPARATOR: Refused = Refused(
 const BAD_ESCAPE: Refused = Refused("a `%` in the path must start an escape of two hex digits\n");
 
 /// `path` in the gateway's form: borrowed when it is already in it (the
-/// usual case, which costs one look at each byte).
+/// usual case: one look at each byte, nothing copied).
 ///
 /// # Errors
 ///
@@ -36,16 +36,10 @@ pub(crate) fn normalize(path: &str) -> Result<Cow<'_, str>, Refused> {
     if bytes.first() != Some(&b'/') {
         return Err(NOT_ABSOLUTE);
     }
-    let mut previous = 0;
-    let mut plain = true;
-    for &byte in bytes {
-        if matches!(byte, b'%' | b';' | b'\\' | b'.') || (byte == b'/' && previous == b'/') {
-            plain = false;
-            break;
+    if in_form(bytes)? {
+        if has_dot_segment(bytes) {
+            return Err(DOT_SEGMENT);
         }
-        previous = byte;
-    }
-    if plain {
         return Ok(Cow::Borrowed(path));
     }
     let mut out = Vec::with_capacity(bytes.len());
@@ -53,23 +47,15 @@ pub(crate) fn normalize(path: &str) -> Result<Cow<'_, str>, Refused> {
     while i < bytes.len() {
         match bytes[i] {
             b'%' => {
-                let digit = |at: usize| bytes.get(at).and_then(|b| char::from(*b).to_digit(16));
-                let (Some(high), Some(low)) = (digit(i + 1), digit(i + 2)) else {
-                    return Err(BAD_ESCAPE);
-                };
-                // Two hex digits: below 256.
-                let byte = u8::try_from(high * 16 + low).unwrap_or(u8::MAX);
-                if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+                // Two hex digits: `in_form` checked them.
+                let byte = escaped(bytes, i).unwrap_or(b'%');
+                if unreserved(byte) {
                     out.push(byte);
-                } else if matches!(byte, b'/' | b'\\') {
-                    return Err(SEPARATOR);
                 } else {
-                    out.extend_from_slice(&[b'%', HEX[(byte >> 4) as usize], HEX[(byte & 0xF) as usize]]);
+                    out.extend_from_slice(&[b'%', HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xF)]]);
                 }
                 i += 3;
             }
-            b';' => return Err(PARAMETERS),
-            b'\\' => return Err(SEPARATOR),
             b'/' if out.last() == Some(&b'/') => i += 1,
             byte => {
                 out.push(byte);
@@ -77,14 +63,60 @@ pub(crate) fn normalize(path: &str) -> Result<Cow<'_, str>, Refused> {
             }
         }
     }
-    if out.split(|b| *b == b'/').any(|segment| segment == b"." || segment == b"..") {
+    if has_dot_segment(&out) {
         return Err(DOT_SEGMENT);
-    }
-    if out == bytes {
-        return Ok(Cow::Borrowed(path));
     }
     // Only ASCII was decoded or replaced; every other byte is the path's own.
     String::from_utf8(out).map(Cow::Owned).map_err(|_| BAD_ESCAPE)
+}
+
+/// Whether `path` is in the gateway's form already (refusing what cannot
+/// be put in it): no escape of an unreserved character, none in lower
+/// case, no run of slashes.
+fn in_form(path: &[u8]) -> Result<bool, Refused> {
+    let mut in_form = true;
+    let mut previous = 0;
+    let mut i = 0;
+    while i < path.len() {
+        let byte = path[i];
+        match byte {
+            b'%' => {
+                let decoded = escaped(path, i).ok_or(BAD_ESCAPE)?;
+                if matches!(decoded, b'/' | b'\\') {
+                    return Err(SEPARATOR);
+                }
+                if unreserved(decoded) || path[i + 1..i + 3].iter().any(u8::is_ascii_lowercase) {
+                    in_form = false;
+                }
+                i += 3;
+                previous = b'%';
+                continue;
+            }
+            b';' => return Err(PARAMETERS),
+            b'\\' => return Err(SEPARATOR),
+            b'/' if previous == b'/' => in_form = false,
+            _ => {}
+        }
+        previous = byte;
+        i += 1;
+    }
+    Ok(in_form)
+}
+
+/// The byte the escape at `path[at]` (a `%`) stands for, if it is one.
+fn escaped(path: &[u8], at: usize) -> Option<u8> {
+    let digit = |at: usize| path.get(at).and_then(|b| char::from(*b).to_digit(16));
+    // Two hex digits: below 256.
+    u8::try_from(digit(at + 1)? * 16 + digit(at + 2)?).ok()
+}
+
+/// RFC 3986 §2.3: what an escape never needs to stand for.
+fn unreserved(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')
+}
+
+fn has_dot_segment(path: &[u8]) -> bool {
+    path.contains(&b'.') && path.split(|b| *b == b'/').any(|segment| segment == b"." || segment == b"..")
 }
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
