@@ -16,10 +16,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use redis::RedisResult;
 use tokio::time::Instant;
 
@@ -41,8 +42,11 @@ pub(crate) type Reopen<C> =
 
 /// The connection in use, and how to replace it.
 pub(crate) struct Replaceable<C> {
-    /// The connection, and its generation (bumped by each replacement).
-    current: Mutex<(u64, C)>,
+    /// The connection, and its generation (bumped by each replacement):
+    /// read by every call, without a lock.
+    current: ArcSwap<(u64, C)>,
+    /// The last generation handed out.
+    generations: AtomicU64,
     /// Unanswered calls in a row on the current connection.
     unanswered: AtomicU32,
     /// When the first of them was made (ms since `epoch`).
@@ -65,10 +69,11 @@ pub(crate) enum Kind {
     Cluster,
 }
 
-impl<C: Clone + Send + 'static> Replaceable<C> {
+impl<C: Clone + Send + Sync + 'static> Replaceable<C> {
     pub(crate) fn new(connection: C, kind: Kind, reopen: Reopen<C>) -> Arc<Replaceable<C>> {
         Arc::new(Replaceable {
-            current: Mutex::new((0, connection)),
+            current: ArcSwap::from_pointee((0, connection)),
+            generations: AtomicU64::new(0),
             unanswered: AtomicU32::new(0),
             unanswered_since_ms: AtomicU64::new(0),
             last_replacement_ms: AtomicU64::new(u64::MAX),
@@ -82,7 +87,7 @@ impl<C: Clone + Send + 'static> Replaceable<C> {
     /// The connection in use (a cheap clone of a multiplexed handle), for
     /// calls outside [`call`](Self::call) (loading scripts, statistics).
     pub(crate) fn connection(&self) -> C {
-        lock(&self.current).1.clone()
+        self.current.load().1.clone()
     }
 
     /// Runs `send` (one call or a pipeline) on the connection in use;
@@ -97,7 +102,10 @@ impl<C: Clone + Send + 'static> Replaceable<C> {
         Fut: Future<Output = T>,
     {
         self.replace_if_due();
-        let (generation, connection) = lock(&self.current).clone();
+        let (generation, connection) = {
+            let current = self.current.load();
+            (current.0, current.1.clone())
+        };
         let mut guard = Outcome { link: self, generation, answered: false };
         let result = send(connection).await;
         guard.answered = answered(&result);
@@ -106,8 +114,8 @@ impl<C: Clone + Send + 'static> Replaceable<C> {
 
     /// Puts `connection` in use instead of the current one.
     pub(crate) fn install(&self, connection: C) {
-        let mut current = lock(&self.current);
-        *current = (current.0.wrapping_add(1), connection);
+        let generation = self.generations.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+        self.current.store(Arc::new((generation, connection)));
         self.unanswered.store(0, Ordering::Relaxed);
     }
 
@@ -116,7 +124,7 @@ impl<C: Clone + Send + 'static> Replaceable<C> {
     }
 
     fn note(&self, generation: u64, answered: bool) {
-        if lock(&self.current).0 != generation {
+        if self.current.load().0 != generation {
             // A call of a connection already replaced.
             return;
         }
@@ -184,24 +192,19 @@ impl<C: Clone + Send + 'static> Replaceable<C> {
 }
 
 /// Counts a call's outcome when it ends or is dropped.
-struct Outcome<'a, C: Clone + Send + 'static> {
+struct Outcome<'a, C: Clone + Send + Sync + 'static> {
     link: &'a Arc<Replaceable<C>>,
     generation: u64,
     answered: bool,
 }
 
-impl<C: Clone + Send + 'static> Drop for Outcome<'_, C> {
+impl<C: Clone + Send + Sync + 'static> Drop for Outcome<'_, C> {
     fn drop(&mut self) {
         self.link.note(self.generation, self.answered);
         if !self.answered {
             self.link.replace_if_due();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere while cloning a handle.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Whether a call's result shows the server answered (errors included):
@@ -274,7 +277,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn calls_of_a_replaced_connection_are_not_counted_against_the_new_one() {
         let link = link();
-        let old = lock(&link.current).0;
+        let old = link.current.load().0;
         link.install(3);
         for _ in 0..STALLED_BURST {
             link.note(old, false);
