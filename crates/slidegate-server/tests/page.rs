@@ -27,6 +27,20 @@ fn browse(url: &str, args: &[&str], profile: &Path) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// `service`'s page as chromium leaves it once its scripts have drawn
+/// the stats (asserted).
+async fn dom_of(service: &support::Service) -> String {
+    let url = service.url("/");
+    let dom = tokio::task::spawn_blocking(move || {
+        let profile = tempfile::tempdir().expect("profile dir");
+        browse(&url, &["--dump-dom"], profile.path())
+    })
+    .await
+    .expect("chromium");
+    assert!(dom.contains("data-loaded=\"true\""), "{}", &dom[..dom.len().min(2000)]);
+    dom
+}
+
 fn check(domain: &str, key: &str, value: &str) -> String {
     serde_json::json!({"domain": domain, "descriptors": [{"entries": [{"key": key, "value": value}]}]})
         .to_string()
@@ -96,15 +110,7 @@ async fn the_page_shows_limits_rates_and_hostile_identities_as_text() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_is_correct_with_no_limits() {
     let service = start("domain: empty\ndescriptors: []\n").await;
-    let url = service.url("/");
-    let profile = tempfile::tempdir().expect("profile dir");
-    let dom = tokio::task::spawn_blocking({
-        let profile = profile.path().to_owned();
-        move || browse(&url, &["--dump-dom"], &profile)
-    })
-    .await
-    .expect("chromium");
-    assert!(dom.contains("data-loaded=\"true\""), "{}", &dom[..dom.len().min(2000)]);
+    let dom = dom_of(&service).await;
     assert!(
         dom.contains("<p id=\"no-limits\" class=\"muted\">No limits are configured.</p>"),
         "shown, not hidden"
@@ -126,15 +132,7 @@ async fn the_page_says_when_the_store_is_disconnected() {
         |_| {},
     )
     .await;
-    let url = service.url("/");
-    let profile = tempfile::tempdir().expect("profile dir");
-    let dom = tokio::task::spawn_blocking({
-        let profile = profile.path().to_owned();
-        move || browse(&url, &["--dump-dom"], &profile)
-    })
-    .await
-    .expect("chromium");
-    assert!(dom.contains("data-loaded=\"true\""), "{}", &dom[..dom.len().min(2000)]);
+    let dom = dom_of(&service).await;
     assert!(
         dom.contains(
             "<dd id=\"store-connection\" class=\"bad\">disconnected: connecting to redis://127.0.0.1:"
