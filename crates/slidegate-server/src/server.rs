@@ -167,6 +167,8 @@ impl Listeners {
 pub enum ServeError {
     /// The rules are invalid (every problem listed).
     Config(ConfigErrors),
+    /// A setting of [`ServerConfig`] is invalid (the admin token).
+    Setting(String),
     /// A listener or the watch failed.
     Io(String),
 }
@@ -175,6 +177,7 @@ impl std::fmt::Display for ServeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ServeError::Config(errors) => write!(f, "{errors}"),
+            ServeError::Setting(message) => f.write_str(message),
             ServeError::Io(message) => f.write_str(message),
         }
     }
@@ -229,6 +232,7 @@ fn prometheus() -> Option<PrometheusHandle> {
 /// # Errors
 ///
 /// [`ServeError::Config`] when the rules are invalid at start;
+/// [`ServeError::Setting`] for an admin token no client could send;
 /// [`ServeError::Io`] when the rules cannot be read or watched.
 pub async fn serve(
     config: ServerConfig,
@@ -242,7 +246,7 @@ pub async fn serve(
         return Err(ServeError::Io("a gateway listener needs a gateway file".into()));
     }
     if let Some(token) = &config.admin_token {
-        check_admin_token(token).map_err(ServeError::Io)?;
+        check_admin_token(token).map_err(ServeError::Setting)?;
     }
     let (rules_path, gateway_path) = (config.rules.clone(), config.gateway.clone());
     let (seen, loaded, gateway_config) = tokio::task::spawn_blocking(move || {

@@ -129,15 +129,14 @@ impl Table {
             .routes
             .iter()
             .map(|r| {
-                let mut names: Vec<http::HeaderName> = r
-                    .limits
-                    .iter()
-                    .filter_map(|l| match &l.key {
-                        KeySpec::Header(name) => Some(name.clone()),
-                        _ => None,
-                    })
-                    .collect();
-                names.dedup();
+                let mut names: Vec<http::HeaderName> = Vec::new();
+                for limit in &r.limits {
+                    if let KeySpec::Header(name) = &limit.key
+                        && !names.contains(name)
+                    {
+                        names.push(name.clone());
+                    }
+                }
                 names
             })
             .collect();
@@ -163,7 +162,7 @@ impl Table {
 /// Puts the request's path in the gateway's form ([`normalize`]): what
 /// its route is chosen by, its `key: path` limits count and its upstream
 /// is sent.
-fn in_form(request: &mut Request<Incoming>) -> Result<(), Refused> {
+fn put_path_in_form(request: &mut Request<Incoming>) -> Result<(), Refused> {
     let uri = request.uri();
     let Cow::Owned(path) = normalize(uri.path())? else { return Ok(()) };
     let path_and_query = match uri.query() {
@@ -271,7 +270,7 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
                 telemetry::gateway_request(NO_ROUTE, "refused", started);
                 return Ok(plain(StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not proxied\n"));
             }
-            if let Err(Refused(why)) = head::check(&request).and_then(|()| in_form(&mut request)) {
+            if let Err(Refused(why)) = head::check(&request).and_then(|()| put_path_in_form(&mut request)) {
                 telemetry::gateway_request(NO_ROUTE, "refused", started);
                 return Ok(plain(StatusCode::BAD_REQUEST, why));
             }
@@ -281,17 +280,16 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
                 telemetry::gateway_request(NO_ROUTE, "no_route", started);
                 return Ok(plain(StatusCode::NOT_FOUND, "no route for this request\n"));
             };
+            let route = &table.routes[index];
             // A key header given twice: the limit would count one value,
             // and the upstream might read the other.
             if table.key_headers[index]
                 .iter()
                 .any(|name| request.headers().get_all(name).iter().nth(1).is_some())
             {
-                let route = &table.routes[index];
                 route.metrics.record(Outcome::Refused, started);
                 return Ok(plain(StatusCode::BAD_REQUEST, "a header a limit is keyed by is repeated\n"));
             }
-            let route = &table.routes[index];
             let limited_route = !table.config.routes[index].limits.is_empty();
             let deciding = Instant::now();
             if limited_route {
