@@ -124,14 +124,13 @@ impl<C: Clone + Send + Sync + 'static> Replaceable<C> {
     }
 
     fn note(&self, generation: u64, answered: bool) {
-        if self.current.load().0 != generation {
-            // A call of a connection already replaced.
-            return;
-        }
         if answered {
+            // (A new connection starts at 0: an old one's answer changes nothing.)
             if self.unanswered.load(Ordering::Relaxed) != 0 {
                 self.unanswered.store(0, Ordering::Relaxed);
             }
+        } else if self.current.load().0 != generation {
+            // A call of a connection already replaced: not the new one's.
         } else if self.unanswered.fetch_add(1, Ordering::Relaxed) == 0 {
             self.unanswered_since_ms.store(self.now_ms(), Ordering::Relaxed);
         }
