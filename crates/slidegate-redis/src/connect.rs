@@ -34,7 +34,7 @@ const RETRY_FIRST: Duration = Duration::from_millis(100);
 
 /// The longest wait between two attempts of a lazy store: servers that
 /// come up are used within about this long.
-pub(crate) const RETRY_AT_MOST: Duration = Duration::from_secs(1);
+const RETRY_AT_MOST: Duration = Duration::from_secs(1);
 
 /// How often a lazy store still waiting for its servers says so in the log.
 const WAITING_LOG_EVERY: Duration = Duration::from_secs(30);

@@ -130,14 +130,14 @@ fn one(error: ConfigError) -> ConfigErrors {
 
 /// Whether a directory entry named `name` holds rules: `*.yaml` and
 /// `*.yml`, not hidden.
-pub(crate) fn is_rules_file(name: &Path) -> bool {
+fn is_rules_file(name: &Path) -> bool {
     matches!(name.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) && !is_hidden(name)
 }
 
 /// Names starting with `.` are skipped: Kubernetes keeps a ConfigMap's
 /// versions in `..data` and `..<timestamp>` beside the links to the
 /// current one, and editors keep their swap files there.
-pub(crate) fn is_hidden(name: &Path) -> bool {
+fn is_hidden(name: &Path) -> bool {
     name.file_name().is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
 }
 
