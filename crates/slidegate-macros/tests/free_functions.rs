@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use slidegate::{ErrorKind, Limiter, MemoryStore, RateLimited, Rule, Store, rate_limit};
+use slidegate::{ErrorKind, Limiter, MemoryStore, RateLimited, Rule, Source, Store, rate_limit};
 use support::{ApiError, is_denied, manual_limiter};
 
 #[rate_limit(limiter = limiter, limit = 2, window = "10s", key = user_id)]
@@ -90,11 +90,18 @@ async fn limiter_errors_come_through_from_rate_limited() {
         result.err().map(|e| e.to_string()).as_deref(),
         Some("rate limit check failed: invalid key: key must not be empty")
     );
-    // So is a cost no window could ever admit.
+    // So is a cost of 0.
+    let free = export(&limiter, 0).await;
+    let kind = free.as_ref().err().and_then(ApiError::limited).and_then(RateLimited::error).map(|e| e.kind());
+    assert_eq!(kind, Some(ErrorKind::InvalidCost), "{free:?}");
+    // A cost no window could ever admit is a denial, as on every edge.
     let too_costly = export(&limiter, 11).await;
-    let kind =
-        too_costly.as_ref().err().and_then(ApiError::limited).and_then(RateLimited::error).map(|e| e.kind());
-    assert_eq!(kind, Some(ErrorKind::InvalidCost), "{too_costly:?}");
+    let decision = too_costly.as_ref().err().and_then(ApiError::limited).and_then(RateLimited::decision);
+    assert_eq!(
+        decision.map(|d| (d.allowed, d.source)),
+        Some((false, Source::CostAboveLimit)),
+        "{too_costly:?}"
+    );
 }
 
 static LIMITER: LazyLock<Limiter<MemoryStore>> = LazyLock::new(Limiter::in_memory);

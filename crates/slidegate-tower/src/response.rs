@@ -238,6 +238,13 @@ pub(crate) fn internal_error<B: LimitedBody>(grpc: bool) -> Response<B> {
     plain(grpc, StatusCode::INTERNAL_SERVER_ERROR, "rate limit check failed")
 }
 
+/// The answer when the store failed and the limiter's failure policy is
+/// [`Fail`](slidegate::FailurePolicy::Fail): `503`, or for gRPC
+/// `UNAVAILABLE`, so the caller's own failure handling decides.
+pub(crate) fn unavailable<B: LimitedBody>(grpc: bool) -> Response<B> {
+    plain(grpc, StatusCode::SERVICE_UNAVAILABLE, "rate limit store unavailable")
+}
+
 /// A plain-text answer with `status`, or for gRPC the status's gRPC code
 /// (HTTP 200 with `grpc-status`, as gRPC clients expect).
 fn plain<B: LimitedBody>(grpc: bool, status: StatusCode, message: &str) -> Response<B> {
@@ -246,6 +253,7 @@ fn plain<B: LimitedBody>(grpc: bool, status: StatusCode, message: &str) -> Respo
         let code = match status {
             StatusCode::BAD_REQUEST => tonic::Code::InvalidArgument,
             StatusCode::TOO_MANY_REQUESTS => tonic::Code::ResourceExhausted,
+            StatusCode::SERVICE_UNAVAILABLE => tonic::Code::Unavailable,
             _ => tonic::Code::Internal,
         };
         let (parts, ()) = tonic::Status::new(code, message).into_http::<()>().into_parts();

@@ -8,13 +8,15 @@ use std::task::{Context, Poll};
 use http::request::Parts;
 use http::{Request, Response};
 use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
-use slidegate::{Decision, ErrorKind, MultiDecision, Rule, State, Store};
+use slidegate::{Decision, ErrorKind, MultiDecision, Rule, Source, State, Store};
 use tower_service::Service;
 
 use crate::config::{Config, MissingKey};
 use crate::future::ResponseFuture;
 use crate::headers::{Headers, add_quota_headers};
-use crate::response::{LimitedBody, internal_error, limited, never_admitted, unidentified, wants_json};
+use crate::response::{
+    LimitedBody, internal_error, limited, never_admitted, unavailable, unidentified, wants_json,
+};
 
 /// Rate limits the requests of an inner service (see
 /// [`RateLimitLayer`](crate::RateLimitLayer)).
@@ -166,6 +168,18 @@ enum Verdict<B> {
 /// Gates the warning of requests whose cost no rule admits.
 static NEVER_ADMITTED: LogThrottle = LogThrottle::new();
 
+/// Gates the warning of checks failed for the store's sake.
+static STORE_FAILED: LogThrottle = LogThrottle::new();
+
+/// Whether `error` is the store's failure (the limiter's failure policy is
+/// [`Fail`](slidegate::FailurePolicy::Fail)) rather than invalid input.
+fn is_store_failure(error: &slidegate::Error) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::Unavailable | ErrorKind::Timeout | ErrorKind::Backend | ErrorKind::CapacityExhausted
+    )
+}
+
 /// Milliseconds since this process first asked (the warning gate's clock).
 fn process_ms() -> u64 {
     static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
@@ -180,20 +194,17 @@ fn verdict<S, B: LimitedBody>(
 ) -> Verdict<B> {
     let multi = match result {
         Ok(multi) => multi,
-        Err(error) if error.kind() == ErrorKind::InvalidCost => {
-            // A cost some rule can never admit: waiting would not help.
-            // The cost may come from the request: a client sending such
-            // requests gets one line per interval, not one per request.
-            if let Some(held_back) = NEVER_ADMITTED.pass(process_ms(), LogThrottle::EVERY_MS) {
+        Err(error) if is_store_failure(&error) => {
+            // The failure policy is `fail`: the caller's own policy decides.
+            if let Some(held_back) = STORE_FAILED.pass(process_ms(), LogThrottle::EVERY_MS) {
                 tracing::warn!(
                     target: "slidegate",
                     %error,
                     held_back,
-                    "request cannot be admitted{THROTTLED_NOTE}"
+                    "rate limit store failed; answering 503{THROTTLED_NOTE}"
                 );
             }
-            let limit = dimensions.iter().map(|(rule, _)| rule.limit()).min().unwrap_or(0);
-            return Verdict::Answer(never_admitted(limit, config.message.text(), json, config.grpc));
+            return Verdict::Answer(unavailable(config.grpc));
         }
         Err(error) => {
             // The layer's setup is checked when rules are added, so
@@ -204,6 +215,18 @@ fn verdict<S, B: LimitedBody>(
     };
     if multi.allowed {
         return Verdict::Call(multi);
+    }
+    if multi.binding().is_some_and(|d| d.source == Source::CostAboveLimit) {
+        // A cost some rule can never admit: waiting would not help. The
+        // cost may come from the request: a client sending such requests
+        // gets one line per interval, not one per request.
+        if let Some(held_back) = NEVER_ADMITTED.pass(process_ms(), LogThrottle::EVERY_MS) {
+            tracing::warn!(target: "slidegate", held_back, "request cost above a limit{THROTTLED_NOTE}");
+        }
+        let limit = dimensions.iter().map(|(rule, _)| rule.limit()).min().unwrap_or(0);
+        let mut response = never_admitted(limit, config.message.text(), json, config.grpc);
+        response.extensions_mut().insert(multi);
+        return Verdict::Answer(response);
     }
     let mut response = denied(&Quota { config, dimensions, multi: &multi }, json);
     let keys =

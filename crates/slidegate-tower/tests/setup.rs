@@ -277,4 +277,41 @@ async fn failure_policies_answer_through_the_layer() {
         assert_eq!(response.status(), expected);
         assert_eq!(header(&response, "x-ratelimit-degraded"), Some("1"));
     }
+
+    // `fail`: the check fails, the layer answers 503 and the service is not called.
+    let fail = app(FailurePolicy::Fail);
+    let (unavailable, body) = send(&fail, request("/", "192.0.2.1:1")).await;
+    assert_eq!(unavailable.status(), StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_ne!(body, "ok");
+}
+
+/// Shadow rules and a shadow limiter: every request reaches the service,
+/// and an enforced rule beside a shadow one is still enforced and charged.
+#[tokio::test]
+async fn shadow_rules_admit_and_the_enforced_ones_still_count() {
+    let clock = ManualClock::new(0);
+    let shadow = Limiter::builder(MemoryStore::builder().clock(clock.clone()).build()).shadow(true).build();
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(shadow).rule(rule(1, "everything-shadow"), PeerIp));
+    for _ in 0..3 {
+        assert_eq!(send(&app, request("/", "192.0.2.1:1")).await.0.status(), StatusCode::OK);
+    }
+
+    let layer = RateLimitLayer::new(limiter(&clock))
+        .rule(rule(1, "trial").in_shadow(true), PeerIp)
+        .rule(rule(3, "enforced"), PeerIp);
+    let app = Router::new().route("/", get(|| async { "ok" })).layer(layer);
+    let statuses: Vec<StatusCode> = {
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            out.push(send(&app, request("/", "192.0.2.1:1")).await.0.status());
+        }
+        out
+    };
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::OK, StatusCode::OK, StatusCode::TOO_MANY_REQUESTS],
+        "the shadow rule denies from the second request on, the enforced one from the fourth"
+    );
 }

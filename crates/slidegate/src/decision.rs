@@ -41,6 +41,18 @@ pub enum Source {
     /// Adaptive limits answered: the cost is above the limit they enforce
     /// now (see [`crate::adaptive`]).
     AdaptiveLimit,
+    /// The cost is above the rule's configured limit: no wait admits it,
+    /// so the store is not asked. Denied, with `remaining` 0 and
+    /// `retry_after` and `reset_after` one window (what Envoy's rate-limit
+    /// service answers such a request).
+    CostAboveLimit,
+    /// A shadow rule denied and was overruled
+    /// ([`Rule::in_shadow`](crate::Rule::in_shadow),
+    /// [`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow)): the
+    /// decision is `allowed`, and every other field is the denial's
+    /// (`state` `Limited` or `Banned`, its `retry_after`). Nothing was
+    /// charged to the shadow rule.
+    Shadow,
 }
 
 /// The answer to "may this caller do this now?".
@@ -101,6 +113,13 @@ impl Decision {
         }
     }
 
+    /// A request whose cost is above `rule`'s limit: never admissible
+    /// (see [`Source::CostAboveLimit`]).
+    pub fn cost_above_limit(rule: &crate::Rule) -> Decision {
+        let window = rule.window();
+        Decision::limited(rule.limit(), 0, window, window).from(Source::CostAboveLimit)
+    }
+
     /// A request admitted because limiting is switched off.
     pub fn disabled(limit: u32) -> Decision {
         Decision {
@@ -119,6 +138,20 @@ impl Decision {
     pub(crate) fn from(mut self, source: Source) -> Decision {
         self.source = source;
         self
+    }
+
+    /// The same decision admitted by shadow mode, when it is a denial.
+    pub(crate) fn shadowed(mut self) -> Decision {
+        if !self.allowed {
+            self.allowed = true;
+            self.source = Source::Shadow;
+        }
+        self
+    }
+
+    /// Whether a shadow rule denied it (and it was admitted anyway).
+    pub fn is_shadow_denial(&self) -> bool {
+        self.source == Source::Shadow
     }
 
     /// Whether the request may proceed.

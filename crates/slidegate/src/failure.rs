@@ -9,10 +9,10 @@ use crate::{Decision, Error, ErrorKind, Source, State};
 /// error, the deadline passed, or the circuit breaker is open).
 ///
 /// Every such answer is a [`Decision`] whose state is
-/// [`State::Degraded`], counted in `slidegate_degraded_total` and logged —
-/// never a silent allow. Invalid input (an empty key, a cost above the
-/// limit) is not a store failure: it is returned as an `Err` whatever the
-/// policy.
+/// [`State::Degraded`] (or, under [`Fail`](FailurePolicy::Fail), an `Err`),
+/// counted in `slidegate_degraded_total` and logged — never a silent
+/// allow. Invalid input (an empty key, a cost of 0) is not a store
+/// failure: it is returned as an `Err` whatever the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum FailurePolicy {
@@ -29,6 +29,14 @@ pub enum FailurePolicy {
     /// that keeps every process alive.
     #[default]
     Fallback,
+    /// Fail the check: it returns an `Err` whose kind says why
+    /// ([`Timeout`](ErrorKind::Timeout), [`Unavailable`](ErrorKind::Unavailable)
+    /// — also while the breaker is open —, [`Backend`](ErrorKind::Backend)
+    /// or [`CapacityExhausted`](ErrorKind::CapacityExhausted)), so the
+    /// caller's own policy decides. slidegate's edges answer it with
+    /// `503 Service Unavailable` or gRPC `UNAVAILABLE` (Envoy's
+    /// `failure_mode_deny` then decides for the proxy).
+    Fail,
 }
 
 impl FailurePolicy {
@@ -38,6 +46,7 @@ impl FailurePolicy {
             FailurePolicy::FailOpen => "fail_open",
             FailurePolicy::FailClosed => "fail_closed",
             FailurePolicy::Fallback => "fallback",
+            FailurePolicy::Fail => "fail",
         }
     }
 }
@@ -56,9 +65,10 @@ impl std::str::FromStr for FailurePolicy {
             "fail_open" | "open" => Ok(FailurePolicy::FailOpen),
             "fail_closed" | "closed" => Ok(FailurePolicy::FailClosed),
             "fallback" | "local" => Ok(FailurePolicy::Fallback),
+            "fail" | "error" | "unavailable" => Ok(FailurePolicy::Fail),
             _ => Err(Error::new(
                 ErrorKind::InvalidRule,
-                format!("unknown failure policy {text:?}: expected fail-open, fail-closed or fallback"),
+                format!("unknown failure policy {text:?}: expected fail-open, fail-closed, fallback or fail"),
             )),
         }
     }
@@ -82,6 +92,17 @@ impl Reason {
             ErrorKind::CapacityExhausted => Reason::Capacity,
             _ => Reason::Backend,
         }
+    }
+
+    /// The error a check returns under [`FailurePolicy::Fail`].
+    pub(crate) fn error(self) -> Error {
+        let kind = match self {
+            Reason::Timeout => ErrorKind::Timeout,
+            Reason::Unavailable | Reason::BreakerOpen => ErrorKind::Unavailable,
+            Reason::Backend => ErrorKind::Backend,
+            Reason::Capacity => ErrorKind::CapacityExhausted,
+        };
+        Error::new(kind, format!("the store failed ({}); the failure policy is `fail`", self.as_str()))
     }
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -136,6 +157,8 @@ mod tests {
         assert_eq!("fail-open".parse::<FailurePolicy>().unwrap(), FailurePolicy::FailOpen);
         assert_eq!("FAIL_CLOSED".parse::<FailurePolicy>().unwrap(), FailurePolicy::FailClosed);
         assert_eq!("fallback".parse::<FailurePolicy>().unwrap(), FailurePolicy::Fallback);
+        assert_eq!("unavailable".parse::<FailurePolicy>().unwrap(), FailurePolicy::Fail);
+        assert_eq!(FailurePolicy::Fail.to_string().parse::<FailurePolicy>().unwrap(), FailurePolicy::Fail);
         assert!("sometimes".parse::<FailurePolicy>().unwrap_err().to_string().contains("fail-open"));
         assert_eq!(FailurePolicy::default(), FailurePolicy::Fallback);
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use slidegate::adaptive::{AdaptiveConfig, Load, Signals, SystemSignals};
 use slidegate::store::{Dimensions, Request};
 use slidegate::{
-    Decision, Error, ErrorKind, Limiter, ManualClock, MemoryStore, MultiDecision, Rule, State, Store,
+    Decision, Error, ErrorKind, Limiter, ManualClock, MemoryStore, MultiDecision, Rule, Source, State, Store,
 };
 
 const INTERVAL: Duration = Duration::from_secs(1);
@@ -213,8 +213,9 @@ async fn a_cost_above_the_effective_limit_waits_for_the_next_evaluation() {
     assert!(!denied.allowed);
     assert_eq!((denied.state, denied.limit, denied.remaining), (State::Limited, 50, 0));
     assert_eq!(denied.retry_after, Duration::from_millis(700), "until the limit may next change");
-    let err = s.limiter.check_n(&rule, "alice", 101).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidCost, "above the configured limit it is still an error");
+    let never = s.limiter.check_n(&rule, "alice", 101).await.unwrap();
+    assert_eq!((never.allowed, never.source), (false, Source::CostAboveLimit), "above the configured limit");
+    assert_eq!(never.retry_after, Duration::from_secs(60), "one window: no wait admits it");
     // Nothing was charged: after two steps up (60) it fits.
     s.signals.set(cool());
     s.clock.advance(Duration::from_millis(700));

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use slidegate::{BreakerState, ErrorKind, FailurePolicy, Limiter, ManualClock, MemoryStore, State};
+use slidegate::{BreakerState, ErrorKind, FailurePolicy, Limiter, ManualClock, MemoryStore, Source, State};
 use slidegate_testkit::CapturedLog;
 use support::{ANSWER, FAIL, HANG, Remote, rule, setup};
 
@@ -66,9 +66,12 @@ async fn invalid_input_is_an_error_whatever_the_store_does() {
     let (limiter, remote, _) = setup(FailurePolicy::FailOpen);
     remote.set(FAIL);
     assert_eq!(limiter.check(&rule(2), "").await.unwrap_err().kind(), ErrorKind::InvalidKey);
-    assert_eq!(limiter.check_n(&rule(2), "k", 3).await.unwrap_err().kind(), ErrorKind::InvalidCost);
     assert_eq!(limiter.check_n(&rule(2), "k", 0).await.unwrap_err().kind(), ErrorKind::InvalidCost);
-    assert_eq!(remote.calls(), 0, "rejected before any store call");
+    assert_eq!(limiter.check_n(&rule(2), "", 3).await.unwrap_err().kind(), ErrorKind::InvalidKey);
+    // A cost above the limit is denied, not an error: no wait admits it.
+    let never = limiter.check_n(&rule(2), "k", 3).await.expect("a denial");
+    assert_eq!((never.allowed, never.state, never.source), (false, State::Limited, Source::CostAboveLimit));
+    assert_eq!(remote.calls(), 0, "answered before any store call");
 }
 
 #[tokio::test(start_paused = true)]
@@ -202,7 +205,11 @@ async fn batches_use_the_deny_cache_and_degrade_item_by_item() {
     assert!(matches!(&results[0], Ok(d) if !d.allowed && d.state == State::Limited), "{:?}", results[0]);
     assert!(matches!(&results[1], Ok(d) if d.allowed));
     assert_eq!(results[2].as_ref().unwrap_err().kind(), ErrorKind::InvalidKey);
-    assert_eq!(results[3].as_ref().unwrap_err().kind(), ErrorKind::InvalidCost);
+    assert!(
+        matches!(&results[3], Ok(d) if d.source == Source::CostAboveLimit && !d.allowed),
+        "{:?}",
+        results[3]
+    );
 
     remote.set(FAIL);
     let results = limiter.check_batch(&[(&r, "a", 1), (&r, "b", 1)]).await;

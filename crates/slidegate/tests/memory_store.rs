@@ -171,7 +171,9 @@ async fn limiter_facade_checks_and_weights() {
     let denied = limiter.check(&rule, "a").await.expect("ok");
     assert!(!denied.allowed);
     assert_eq!(denied.retry_after, Duration::from_secs(1));
-    let err = limiter.check_n(&rule, "a", 4).await.expect_err("cost > limit");
+    let never = limiter.check_n(&rule, "a", 4).await.expect("cost > limit: a denial");
+    assert_eq!((never.allowed, never.source), (false, slidegate::Source::CostAboveLimit));
+    let err = limiter.check_n(&rule, "a", 0).await.expect_err("cost 0");
     assert_eq!(err.kind(), ErrorKind::InvalidCost);
     assert_eq!(limiter.clone().store().len(), 1);
 }

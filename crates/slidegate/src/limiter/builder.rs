@@ -38,6 +38,7 @@ pub struct LimiterBuilder<S> {
     fallback: Option<MemoryStore>,
     clock: Arc<dyn Clock>,
     adaptive: Option<AdaptiveConfig>,
+    shadow: bool,
     /// `None`: [`SystemSignals`], created only if adaptive limits are on
     /// (it reads `/proc` when created).
     signals: Option<Arc<dyn Signals>>,
@@ -52,6 +53,7 @@ impl<S: fmt::Debug> fmt::Debug for LimiterBuilder<S> {
             .field("breaker", &self.breaker)
             .field("deny_cache", &self.deny_cache)
             .field("adaptive", &self.adaptive)
+            .field("shadow", &self.shadow)
             .finish_non_exhaustive()
     }
 }
@@ -67,6 +69,7 @@ impl<S: Store> LimiterBuilder<S> {
             fallback: None,
             clock: Arc::new(SystemClock),
             adaptive: None,
+            shadow: false,
             signals: None,
         }
     }
@@ -141,6 +144,15 @@ impl<S: Store> LimiterBuilder<S> {
         self
     }
 
+    /// Shadow mode for every rule (default off): each check is decided and
+    /// counted, but no denial is enforced — as if every rule were
+    /// [`in_shadow`](crate::Rule::in_shadow). For trying limits out on
+    /// live traffic without denying anyone.
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.shadow = shadow;
+        self
+    }
+
     /// Where adaptive limits read the load (default [`SystemSignals`]); a
     /// scripted source makes tests deterministic. Used only together with
     /// [`adaptive`](Self::adaptive).
@@ -168,6 +180,7 @@ impl<S: Store> LimiterBuilder<S> {
                 fallback,
                 clock: self.clock,
                 enabled: AtomicBool::new(true),
+                shadow: self.shadow,
                 adaptive,
                 store_failed: LogThrottle::new(),
                 fallback_failed: LogThrottle::new(),

@@ -112,6 +112,10 @@ impl<S: Store> Inner<S> {
     pub(super) fn degrade(&self, request: &Request<'_>, reason: Reason) -> Result<Decision, Error> {
         let (rule, cost) = (request.rule(), request.cost());
         let decision = match self.policy {
+            FailurePolicy::Fail => {
+                telemetry::degraded(rule, self.policy.as_str(), reason.as_str());
+                return Err(reason.error());
+            }
             FailurePolicy::Fallback => match self.fallback.check_sync(request) {
                 Ok(local) => failure::mark_degraded(local),
                 Err(error) if failure::is_input_error(&error) => return Err(error),
@@ -129,6 +133,12 @@ impl<S: Store> Inner<S> {
         dimensions: &Dimensions<'_>,
         reason: Reason,
     ) -> Result<MultiDecision, Error> {
+        if self.policy == FailurePolicy::Fail {
+            for request in dimensions.requests() {
+                telemetry::degraded(request.rule(), self.policy.as_str(), reason.as_str());
+            }
+            return Err(reason.error());
+        }
         let multi = self.policy_answer(dimensions, || self.fallback.check_all_sync(dimensions))?;
         for (request, decision) in dimensions.requests().iter().zip(&multi.decisions) {
             self.count_degraded(request.rule(), reason, decision);
@@ -144,6 +154,9 @@ impl<S: Store> Inner<S> {
         reason: Reason,
     ) -> Result<MultiDecision, Error> {
         tracing::debug!(target: "slidegate", reason = reason.as_str(), "degraded peek");
+        if self.policy == FailurePolicy::Fail {
+            return Err(reason.error());
+        }
         self.policy_answer(dimensions, || self.fallback.peek_all_sync(dimensions))
     }
 
@@ -163,6 +176,8 @@ impl<S: Store> Inner<S> {
                     requests.iter().map(|r| self.fallback_failed(&error, r.rule(), r.cost())).collect()
                 }
             },
+            // Answered by the callers before asking.
+            FailurePolicy::Fail => return Err(Reason::Unavailable.error()),
             policy => requests
                 .iter()
                 .map(|r| failure::fixed_answer(policy, r.rule().limit(), r.cost(), self.retry_hint()))

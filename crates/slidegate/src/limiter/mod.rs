@@ -6,6 +6,7 @@ mod builder;
 mod guard;
 mod pipeline;
 mod scaling;
+mod shadow;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,6 +48,11 @@ use crate::{
 ///   capacity, so the store would deny them too — and sheds attack traffic
 ///   without round trips. (A store that releases charges,
 ///   [`Store::releases_charges`], gets only its bans cached.)
+/// * **Shadow mode**: a rule [`in_shadow`](Rule::in_shadow), or every
+///   rule with [`LimiterBuilder::shadow`], is decided and counted but its
+///   denials are overruled ([`Source::Shadow`](crate::Source::Shadow)).
+/// * **A cost above the limit** is denied without asking the store: no
+///   wait would admit it ([`Source::CostAboveLimit`](crate::Source::CostAboveLimit)).
 /// * **Adaptive limits** (optional, [`LimiterBuilder::adaptive`]): every
 ///   rule's limit is scaled down under local pressure (CPU, memory, store
 ///   latency) and back up, within a floor and a ceiling, in the same store
@@ -96,6 +102,8 @@ struct Inner<S> {
     fallback: MemoryStore,
     clock: Arc<dyn Clock>,
     enabled: AtomicBool,
+    /// Every rule in shadow mode ([`LimiterBuilder::shadow`]).
+    shadow: bool,
     /// Scales the limits, when adaptive limits are on.
     adaptive: Option<Adaptive>,
     /// Gates the warning of a failed store call.
@@ -158,9 +166,11 @@ impl<S: Store> Limiter<S> {
     /// # Errors
     ///
     /// As [`check`](Self::check), plus
-    /// [`InvalidCost`](crate::ErrorKind::InvalidCost) when `cost` is 0 or above the
-    /// rule's configured limit. (A cost above an adaptively lowered limit is
-    /// a denial, see [`crate::adaptive`].)
+    /// [`InvalidCost`](crate::ErrorKind::InvalidCost) when `cost` is 0. A
+    /// cost above the rule's limit is a denial that no wait lifts
+    /// ([`Source::CostAboveLimit`](crate::Source::CostAboveLimit)), given
+    /// without asking the store; above an adaptively lowered limit, a denial
+    /// until the limit may change (see [`crate::adaptive`]).
     pub async fn check_n(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
         self.decide(rule, key, cost).await
     }
@@ -183,7 +193,9 @@ impl<S: Store> Limiter<S> {
     ///
     /// Invalid input only, see [`Dimensions::new`](crate::store::Dimensions::new).
     pub async fn check_all_n(&self, dimensions: &[Dimension<'_>], cost: u32) -> Result<MultiDecision, Error> {
-        self.decide_all(Dimensions::new(dimensions, cost)?).await
+        let given = || dimensions.iter().map(|&(rule, key)| (rule, key, cost)).collect();
+        let (valid, heavy) = shadow::validate(Dimensions::new(dimensions, cost), given)?;
+        self.decide_all(valid, heavy).await
     }
 
     /// [`check_all`](Self::check_all) where each dimension is charged its
@@ -218,7 +230,8 @@ impl<S: Store> Limiter<S> {
         &self,
         dimensions: &[WeightedDimension<'_>],
     ) -> Result<MultiDecision, Error> {
-        self.decide_all(Dimensions::weighted(dimensions)?).await
+        let (valid, heavy) = shadow::validate(Dimensions::weighted(dimensions), || dimensions.to_vec())?;
+        self.decide_all(valid, heavy).await
     }
 
     /// What [`check_all_weighted`](Self::check_all_weighted) would answer
@@ -254,7 +267,11 @@ impl<S: Store> Limiter<S> {
         &self,
         dimensions: &[WeightedDimension<'_>],
     ) -> Result<MultiDecision, Error> {
-        self.peek_all(Dimensions::weighted(dimensions)?).await
+        let (valid, heavy) = shadow::validate(Dimensions::weighted(dimensions), || dimensions.to_vec())?;
+        if heavy.is_some() || self.inner.shadows(valid.requests()) {
+            return self.peek_all_shadowed(valid, heavy).await;
+        }
+        self.peek_all(valid).await
     }
 
     /// [`check_all_n`](Self::check_all_n)'s answer when it needs no store
@@ -366,6 +383,11 @@ impl<S: Store> Limiter<S> {
     /// interval, on checks; see [`crate::adaptive`].
     pub fn adaptive_factor(&self) -> Option<f64> {
         self.inner.adaptive.as_ref().map(|a| a.scaler.factor())
+    }
+
+    /// Whether every rule is in shadow mode ([`LimiterBuilder::shadow`]).
+    pub fn is_shadow(&self) -> bool {
+        self.inner.shadow
     }
 
     /// The failure policy in force.

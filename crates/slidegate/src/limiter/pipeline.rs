@@ -2,12 +2,13 @@
 //!
 //! * **prepare** — validate once (into a [`Request`] or [`Dimensions`]),
 //!   scale by adaptive limits, then answer without the store when limiting
-//!   is switched off, when the cost is beyond the scaled limit, or when the
-//!   deny cache holds the denial (remote stores only);
+//!   is switched off, when the cost is above the limit (configured or
+//!   scaled), or when the deny cache holds the denial (remote stores only);
 //! * **ask** — a local store directly; a remote one behind the circuit
 //!   breaker and the deadline;
 //! * **settle** — remember or forget denials in the deny cache, answer
-//!   failures by the failure policy, record the decision's metrics.
+//!   failures by the failure policy, overrule shadow rules' denials
+//!   ([`shadow`](super::shadow)), record the decision's metrics.
 //!
 //! [`Limiter::check_n`], [`Limiter::check_all_n`] and
 //! [`Limiter::check_batch`] only shape input and output around these.
@@ -45,10 +46,17 @@ impl<S: Store> Inner<S> {
         cost: u32,
         sent: Option<u64>,
     ) -> Result<Prepared<Decision, Request<'a>>, Error> {
-        let request = Request::new(rule, key, cost)?.enforcing(scaling.rule(rule));
+        // A cost above the configured limit is validated as the limit (the
+        // key still must be valid) and answered below.
+        let heavy = cost > rule.limit();
+        let configured = rule;
+        let request = Request::new(rule, key, cost.min(rule.limit()))?.enforcing(scaling.rule(rule));
         let rule = request.rule();
         if !self.enabled.load(Ordering::Relaxed) {
             return Ok(Prepared::Answered(Decision::disabled(rule.limit())));
+        }
+        if heavy {
+            return Ok(Prepared::Answered(Decision::cost_above_limit(configured)));
         }
         if let Some(denial) = scaling.beyond(rule, cost) {
             return Ok(Prepared::Answered(denial));
@@ -201,11 +209,11 @@ impl<S: Store> Inner<S> {
 
 /// A dimension the store was not asked about, in a request denied for
 /// another one: admissible as far as is known, with no quota promised.
-fn unknown(rule: &Rule, source: Source) -> Decision {
+pub(super) fn unknown(rule: &Rule, source: Source) -> Decision {
     Decision::allowed(rule.limit(), 0, Duration::ZERO).from(source)
 }
 
-fn record_all(requests: &[Request<'_>], multi: &MultiDecision) {
+pub(super) fn record_all(requests: &[Request<'_>], multi: &MultiDecision) {
     for (request, decision) in requests.iter().zip(&multi.decisions) {
         telemetry::decision(request.rule(), decision);
     }
@@ -223,24 +231,45 @@ impl<S: Store> Limiter<S> {
         let scaling = inner.scaling();
         let sent = inner.cache_time();
         let request = match inner.prepare(&scaling, rule, key, cost, sent)? {
-            Prepared::Answered(decision) => return Ok(record(rule, decision)),
+            Prepared::Answered(decision) => return Ok(record(rule, inner.overrule(rule, decision))),
             Prepared::Ask(request) => request,
         };
         let outcome = inner.ask(|| inner.store.check(&request)).await;
-        inner.settle(&request, sent, outcome).map(|d| record(request.rule(), d))
+        inner.settle(&request, sent, outcome).map(|d| record(request.rule(), inner.overrule(rule, d)))
     }
 
-    /// The pipeline of one multi-dimension request, validated.
-    pub(super) async fn decide_all(&self, valid: Dimensions<'_>) -> Result<MultiDecision, Error> {
+    /// The pipeline of one multi-dimension request, validated: once, or
+    /// with shadow rules set aside ([`shadow`](super::shadow)) when any
+    /// applies.
+    pub(super) async fn decide_all(
+        &self,
+        valid: Dimensions<'_>,
+        heavy: super::shadow::Heavy,
+    ) -> Result<MultiDecision, Error> {
+        if heavy.is_some() || self.inner.shadows(valid.requests()) {
+            return self.decide_all_shadowed(valid, heavy).await;
+        }
+        self.decide_all_once(valid, true).await
+    }
+
+    /// One pass of the pipeline over `valid`; its decisions are recorded
+    /// when `record`.
+    pub(super) async fn decide_all_once(
+        &self,
+        valid: Dimensions<'_>,
+        record: bool,
+    ) -> Result<MultiDecision, Error> {
         let inner = &*self.inner;
         let scaling = inner.scaling();
         let sent = inner.cache_time();
-        match inner.prepare_all(&scaling, valid, sent, true) {
+        match inner.prepare_all(&scaling, valid, sent, record) {
             Prepared::Answered(multi) => Ok(multi),
             Prepared::Ask(valid) => {
                 let outcome = inner.ask(|| inner.store.check_all(&valid)).await;
                 let multi = inner.settle_all(&valid, sent, outcome)?;
-                record_all(valid.requests(), &multi);
+                if record {
+                    record_all(valid.requests(), &multi);
+                }
                 Ok(multi)
             }
         }
@@ -271,6 +300,10 @@ impl<S: Store> Limiter<S> {
         cost: u32,
     ) -> Option<Result<MultiDecision, Error>> {
         let inner = &*self.inner;
+        // Shadow rules may need a second store call: not answered here.
+        if inner.shadow || dimensions.iter().any(|(rule, _)| rule.is_shadow()) {
+            return None;
+        }
         let scaling = inner.scaling();
         let sent = inner.cache_time();
         // Without a denial cached, the switch or scaling to answer it, only
@@ -281,6 +314,8 @@ impl<S: Store> Limiter<S> {
         }
         let valid = match Dimensions::new(dimensions, cost) {
             Ok(valid) => valid,
+            // A cost above a limit is answered by `check_all_n`.
+            Err(error) if error.kind() == crate::ErrorKind::InvalidCost && cost > 0 => return None,
             Err(error) => return Some(Err(error)),
         };
         match inner.prepare_all(&scaling, valid, sent, true) {
@@ -324,7 +359,7 @@ impl<S: Store> Limiter<S> {
             .map(|(result, &(rule, _, _))| {
                 let result =
                     result.unwrap_or_else(|| Err(Error::new(crate::ErrorKind::Backend, "batch item lost")));
-                result.map(|decision| record(rule, decision))
+                result.map(|decision| record(rule, inner.overrule(rule, decision)))
             })
             .collect()
     }

@@ -101,6 +101,8 @@ pub struct Rule {
     name: Option<Box<str>>,
     /// Escalation against repeat offenders, if any.
     penalty: Option<Penalty>,
+    /// Decided and counted, but its denials are overruled ([`Rule::in_shadow`]).
+    shadow: bool,
     /// The limit an unnamed rule's state is keyed by: the configured limit,
     /// also when adaptive limits enforce another one ([`Rule::scaled`]), so
     /// the scaled rule keeps counting in the configured rule's state.
@@ -123,6 +125,7 @@ impl Rule {
             algorithm: Algorithm::SlidingLog,
             name: None,
             penalty: None,
+            shadow: false,
             state_limit: limit,
             derived: Derived::empty(),
         }
@@ -249,6 +252,41 @@ impl Rule {
         }
         self.penalty = Some(penalty);
         Ok(self)
+    }
+
+    /// The same rule in shadow mode (or out of it): every check is decided
+    /// and counted as usual, but a denial is overruled — the request is
+    /// admitted, its [`Decision::source`](crate::Decision::source) is
+    /// [`Source::Shadow`](crate::Source::Shadow), and nothing is charged to
+    /// this rule. A multi-dimension check whose only denials are shadow
+    /// rules' decides its other dimensions again without them, so they are
+    /// charged as if the shadow rules were absent. For trying a limit on
+    /// live traffic before enforcing it. The rule's state is the same in
+    /// and out of shadow mode.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use slidegate::{Limiter, Rule, Source};
+    ///
+    /// # tokio_test_shim::block_on(async {
+    /// let trial = Rule::per_minute(NonZeroU32::new(1).unwrap()).in_shadow(true);
+    /// let limiter = Limiter::in_memory();
+    /// assert!(limiter.check(&trial, "alice").await?.allowed);
+    /// let second = limiter.check(&trial, "alice").await?;
+    /// assert!(second.allowed && second.source == Source::Shadow);
+    /// # Ok::<(), slidegate::Error>(()) }).unwrap();
+    /// # mod tokio_test_shim { pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #   tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f) } }
+    /// ```
+    #[must_use]
+    pub fn in_shadow(mut self, shadow: bool) -> Rule {
+        self.shadow = shadow;
+        self
+    }
+
+    /// Whether the rule is in shadow mode ([`Rule::in_shadow`]).
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
     }
 
     /// The penalty given with [`Rule::with_penalty`], if any.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use metrics::{Key, Label, Level, Metadata, SharedString};
 
-use crate::State;
+use crate::{Decision, Source, State};
 
 /// The metadata of every metric the core records (what the `metrics`
 /// macros would give them).
@@ -34,6 +34,8 @@ pub(super) fn outcome(state: State) -> &'static str {
 #[derive(Debug)]
 pub(crate) struct RuleKeys {
     decisions: [Key; STATES.len()],
+    /// Denials of a shadow rule, overruled.
+    shadow: Key,
     deny_cache_hits: Key,
 }
 
@@ -44,13 +46,24 @@ impl RuleKeys {
             let labels = vec![label(), Label::new("outcome", outcome(state))];
             Key::from_parts("slidegate_decisions_total", labels)
         };
+        let shadow =
+            Key::from_parts("slidegate_decisions_total", vec![label(), Label::new("outcome", "shadow")]);
         RuleKeys {
             decisions: STATES.map(decision),
+            shadow,
             deny_cache_hits: Key::from_parts("slidegate_deny_cache_hits_total", vec![label()]),
         }
     }
 
-    pub(super) fn decision(&self, state: State) -> &Key {
+    /// The key of `decision`'s outcome: its state's, or `shadow`.
+    pub(super) fn decision(&self, decision: &Decision) -> &Key {
+        if decision.source == Source::Shadow {
+            return &self.shadow;
+        }
+        self.state(decision.state)
+    }
+
+    fn state(&self, state: State) -> &Key {
         let index = match state {
             State::Allowed => 0,
             State::Warned => 1,
@@ -75,7 +88,7 @@ mod tests {
     fn each_state_has_its_own_key() {
         let keys = RuleKeys::new(&Arc::from("api"));
         for state in STATES {
-            let labels: Vec<_> = keys.decision(state).labels().map(|l| (l.key(), l.value())).collect();
+            let labels: Vec<_> = keys.state(state).labels().map(|l| (l.key(), l.value())).collect();
             assert_eq!(labels, [("rule", "api"), ("outcome", outcome(state))]);
         }
     }

@@ -4,9 +4,9 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `slidegate_decisions_total` | counter | `rule`, `outcome` (`allowed` `warned` `limited` `banned` `degraded` `disabled`) |
+//! | `slidegate_decisions_total` | counter | `rule`, `outcome` (`allowed` `warned` `limited` `banned` `degraded` `disabled` `shadow`: a shadow rule's denial, overruled) |
 //! | `slidegate_store_duration_seconds` | histogram | `result` (`ok` `error` `timeout`) |
-//! | `slidegate_degraded_total` | counter | `rule`, `policy` (`fail_open` `fail_closed` `fallback`), `reason` |
+//! | `slidegate_degraded_total` | counter | `rule`, `policy` (`fail_open` `fail_closed` `fallback` `fail`), `reason` |
 //! | `slidegate_breaker_transitions_total` | counter | `to` (`open` `half_open` `closed`) |
 //! | `slidegate_breaker_state` | gauge | — (0 closed, 1 half-open, 2 open) |
 //! | `slidegate_deny_cache_hits_total` | counter | `rule` |
@@ -29,7 +29,7 @@ mod throttle;
 pub use throttle::{LogThrottle, THROTTLED_NOTE};
 
 pub(crate) fn decision(rule: &Rule, decision: &Decision) {
-    let key = rule.metric_keys().decision(decision.state);
+    let key = rule.metric_keys().decision(decision);
     metrics::with_recorder(|recorder| recorder.register_counter(key, &keys::METADATA)).increment(1);
 }
 
