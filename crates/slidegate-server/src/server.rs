@@ -263,12 +263,17 @@ pub async fn serve(
         Arc::new(ServiceStatus::new(loaded.hash(), gateway_config.as_ref().map(|g| g.hash.as_str())));
     let rules = Rules::new(loaded);
     let store_kind = config.store.kind();
-    let limiter = Limiter::builder(config.store).deadline(config.deadline).failure_policy(config.policy);
+    // Shadow mode and the failure answer are the limiter's: every edge
+    // (RLS, the HTTP API, the gateway) decides through it.
+    let policy = match config.on_store_failure {
+        OnStoreFailure::Policy => config.policy,
+        OnStoreFailure::Unavailable => FailurePolicy::Fail,
+    };
+    let limiter =
+        Limiter::builder(config.store).deadline(config.deadline).failure_policy(policy).shadow(config.shadow);
     let limiter = if config.deny_cache { limiter } else { limiter.no_deny_cache() }.build();
     let _probing = Probing::start(limiter.clone());
-    let decider = Decider::new(limiter.clone(), rules.clone())
-        .on_store_failure(config.on_store_failure)
-        .shadow(config.shadow);
+    let decider = Decider::new(limiter.clone(), rules.clone());
     // Installed before the gateway's routes register their metrics (only
     // with an HTTP listener to export them).
     let metrics = if listeners.http.is_some() { prometheus() } else { None };

@@ -149,10 +149,12 @@ pub(crate) enum Outcome {
     Admitted,
     Limited,
     Refused,
+    /// The store failed and `--on-store-failure` is `unavailable` (503).
+    Unavailable,
 }
 
 impl Outcome {
-    const ALL: [Outcome; 3] = [Outcome::Admitted, Outcome::Limited, Outcome::Refused];
+    const ALL: [Outcome; 4] = [Outcome::Admitted, Outcome::Limited, Outcome::Refused, Outcome::Unavailable];
 
     /// Its `outcome` label.
     fn label(self) -> &'static str {
@@ -160,6 +162,7 @@ impl Outcome {
             Outcome::Admitted => "admitted",
             Outcome::Limited => "limited",
             Outcome::Refused => "refused",
+            Outcome::Unavailable => "unavailable",
         }
     }
 }
@@ -169,7 +172,7 @@ impl Outcome {
 /// them up by name on every request.
 pub(crate) struct RouteMetrics {
     /// By [`Outcome`], in [`Outcome::ALL`]'s order.
-    requests: [Counter; 3],
+    requests: [Counter; Outcome::ALL.len()],
     duration: Histogram,
 }
 

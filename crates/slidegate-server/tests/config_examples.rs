@@ -488,8 +488,11 @@ async fn example_6_a_shadow_breach_does_not_spare_the_enforced_descriptor() {
 
 #[tokio::test]
 async fn global_shadow_mode_answers_ok_and_flags_breaches() {
-    let mut h = harness(EXAMPLE_6);
-    h.decider = h.decider.clone().shadow(true);
+    let clock = ManualClock::new(1_000_000);
+    let store = ServiceStore::Memory(MemoryStore::builder().clock(clock.clone()).build());
+    // Shadow mode is the limiter's, as `slidegate serve --shadow` builds it.
+    let limiter = Limiter::builder(store).clock(clock.clone()).shadow(true).build();
+    let h = Harness { clock, decider: Decider::new(limiter, Rules::new(load(EXAMPLE_6))) };
     for _ in 0..20 {
         let status = h.one("example6", &[("service", "x"), ("user", "user-b")]).await;
         assert_eq!(status.code, Code::Ok);
@@ -1343,17 +1346,17 @@ async fn limits_alike_share_one_rule_and_keep_their_own_counters() {
          - {key: b, rate_limit: {unit: minute, requests_per_unit: 1}}\n\
          - {key: c, rate_limit: {unit: minute, requests_per_unit: 2}}\n",
     );
-    let state_names: Vec<(String, *const u8)> = config
+    let rules: Vec<(slidegate::Rule, *const u8)> = config
         .limits()
         .into_iter()
         .map(|(_, limit)| {
-            let name = limit.rule().expect("a rule").state_name();
-            (name.to_string(), name.as_ptr())
+            let rule = limit.rule().expect("a rule");
+            (rule.clone(), rule.state_name().as_ptr())
         })
         .collect();
-    assert_eq!(state_names.len(), 3);
-    assert_eq!(state_names[0], state_names[1], "a and b share one rule");
-    assert_ne!(state_names[0].0, state_names[2].0, "c's limit is another rule");
+    assert_eq!(rules.len(), 3);
+    assert_eq!(rules[0], rules[1], "a and b share one rule");
+    assert_ne!(rules[0].0, rules[2].0, "c's limit is another rule");
     let h = harness_of(config);
     assert_eq!(h.one("d", &[("a", "x")]).await.code, Code::Ok);
     assert_eq!(h.one("d", &[("b", "x")]).await.code, Code::Ok, "b counts apart from a");

@@ -465,9 +465,9 @@ fn unknown_route_key() {
 
 #[test]
 fn unknown_limit_key() {
-    // envoy ratelimit's `shadow_mode` is not a gateway limit's.
-    let e = error(&with_limit("{ key: path, requests_per_unit: 1, unit: second, shadow_mode: true }"));
-    assert_at(&e, 5, 58, &["unknown field `shadow_mode`", "on_missing"]);
+    // envoy ratelimit's `replaces` is not a gateway limit's.
+    let e = error(&with_limit("{ key: path, requests_per_unit: 1, unit: second, replaces: [] }"));
+    assert_at(&e, 5, 58, &["unknown field `replaces`", "on_missing"]);
 
     // Nor is `unlimited`.
     let e = error(&with_limit("{ key: path, unlimited: true }"));

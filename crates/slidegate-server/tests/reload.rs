@@ -1,7 +1,8 @@
 //! Hot reload through the file watch: a rewrite in place, a replacement by
 //! rename and a Kubernetes ConfigMap's symlink swap put new rules in force;
-//! a bad file keeps the rules in force and their counters; a limit left
-//! unchanged keeps its counter, a changed one starts afresh.
+//! a bad file keeps the rules in force and their counters; a limit whose
+//! numbers change keeps its counter (on Redis here), one whose window, name
+//! or position changes starts afresh.
 //!
 //! (`SIGHUP` is not sent here: in-process, it would reach the test runner.)
 
@@ -103,7 +104,7 @@ async fn a_rewrite_in_place_is_picked_up() {
     let (code, d) = check(&service, "user", "a").await;
     assert_eq!(code, 200);
     assert_eq!(d["limit"]["requests_per_unit"], 7);
-    assert_eq!(d["remaining"], 6, "a changed limit starts afresh");
+    assert_eq!(d["remaining"], 5, "a limit whose number changed keeps its count");
 
     // And again: every change is picked up, not only the first.
     write(&service.rules, &rules_with_user_limit(9));
@@ -174,7 +175,7 @@ async fn a_configmap_symlink_swap_is_picked_up() {
     let new = reloaded_from(&service, &old).await;
     assert_eq!(user_limit_in_rules(&service).await["requests_per_unit"], 13);
     let (_, d) = check(&service, "user", "k").await;
-    assert_eq!((&d["limit"]["requests_per_unit"], &d["remaining"]), (&json!(13), &json!(12)));
+    assert_eq!((&d["limit"]["requests_per_unit"], &d["remaining"]), (&json!(13), &json!(11)));
     let (_, d) = check(&service, "tenant", "k").await;
     assert_eq!(d["remaining"], 2, "the unchanged tenant limit kept its counter");
 
@@ -293,7 +294,7 @@ async fn a_bad_rewrite_keeps_the_rules_and_their_counters_until_a_good_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unchanged_limits_keep_their_counters_and_changed_ones_start_afresh() {
+async fn edited_numbers_keep_their_counters_on_redis_and_other_changes_start_afresh() {
     let rules = r#"
 domain: api
 descriptors:
@@ -316,7 +317,9 @@ descriptors:
       unit: hour
       requests_per_unit: 6
 "#;
-    let service = start(rules).await;
+    let redis = slidegate_testkit::RedisServer::start().expect("redis-server");
+    let store = slidegate_redis::RedisStore::connect(&redis.url()).await.expect("connect");
+    let service = support::start_with(rules, ServiceStore::Redis(store), |_| {}).await;
     let old = config_hash(&service).await;
     for key in ["user", "tenant", "team", "org"] {
         for _ in 0..2 {
@@ -341,7 +344,7 @@ descriptors:
     let (_, d) = check(&service, "user", "c").await;
     assert_eq!((&d["limit"]["requests_per_unit"], &d["remaining"]), (&json!(5), &json!(2)), "continues: {d}");
     let (_, d) = check(&service, "tenant", "c").await;
-    assert_eq!((&d["limit"]["requests_per_unit"], &d["remaining"]), (&json!(8), &json!(7)), "afresh: {d}");
+    assert_eq!((&d["limit"]["requests_per_unit"], &d["remaining"]), (&json!(8), &json!(5)), "kept: {d}");
     let (_, d) = check(&service, "team", "c").await;
     assert_eq!((&d["limit"]["name"], &d["remaining"]), (&json!("per_squad"), &json!(5)), "afresh: {d}");
     let (_, d) = check(&service, "org", "c").await;
@@ -372,7 +375,7 @@ async fn a_deleted_then_recreated_file_is_picked_up() {
     write(&service.rules, &rules_with_user_limit(15));
     reloaded_from(&service, &old).await;
     let (_, d) = check(&service, "user", "gone").await;
-    assert_eq!((&d["limit"]["requests_per_unit"], &d["remaining"]), (&json!(15), &json!(14)));
+    assert_eq!((&d["limit"]["requests_per_unit"], &d["remaining"]), (&json!(15), &json!(12)));
     service.stop().await;
 }
 

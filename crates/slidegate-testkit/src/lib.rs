@@ -11,6 +11,8 @@
 //! * [`FakeClock`]: a wall clock a test sets, for a server run on it
 //!   (libfaketime), so the server's clock can be driven like a client's.
 //! * [`CapturedLog`]: what `tracing` logs during a test, to count lines.
+//! * [`Upstream`]: an HTTP server (HTTP/1.1 and h2c) on a free port that
+//!   answers every request and counts them, for proxies under test.
 //! * [`conformance`] is the one semantic test suite every
 //!   [`Store`](slidegate::Store) must pass.
 //!
@@ -28,6 +30,7 @@ mod redis_sentinel;
 mod redis_server;
 mod tcp_proxy;
 mod tls;
+mod upstream;
 
 pub use captured_log::CapturedLog;
 pub use fake_clock::{FakeClock, libfaketime};
@@ -36,3 +39,4 @@ pub use redis_sentinel::{MASTER_NAME, RedisSentinel};
 pub use redis_server::{RedisServer, RedisServerBuilder, free_port};
 pub use tcp_proxy::TcpProxy;
 pub use tls::{Pki, TlsServer};
+pub use upstream::Upstream;

@@ -420,7 +420,10 @@ impl<'f> Builder<'f> {
             }
             return Some(base(Enforcement::Block, 0, window, unit));
         }
-        let rule = Rule::new(requests, window).and_then(|rule| rule.with_algorithm(algorithm));
+        let rule = Rule::new(requests, window)
+            .and_then(|rule| rule.with_algorithm(algorithm))
+            .and_then(|rule| rule.named(COUNTER_NAME))
+            .map(|rule| rule.in_shadow(shadow));
         let rule = match (rule, penalty) {
             (Ok(rule), Some(penalty)) => rule.with_penalty(penalty),
             (rule, _) => rule,
@@ -506,3 +509,12 @@ impl<'f> Builder<'f> {
         }
     }
 }
+
+/// The name of every configured limit's rule. A name keys a rule's state
+/// apart from its numbers, so a limit whose `requests_per_unit` changes
+/// keeps what it has counted (a lowered limit applies at once); what tells
+/// limits apart — the domain, the descriptor's entries, the limit's
+/// position, name and window — is in each counter's identity
+/// ([`Limit::write_identity_part`](super::Limit)), and limits alike share
+/// one rule.
+const COUNTER_NAME: &str = "service";

@@ -129,16 +129,18 @@ impl Limit {
         self.enforcement == Enforcement::Unlimited
     }
 
-    /// Appends the part of a counter's identity this limit adds: its position and
-    /// name, and what keys its state in the store besides (the rule's own
-    /// parameters), so a limit whose name, algorithm, limit and window are
-    /// unchanged keeps its counters across reloads, and one that changes
-    /// starts afresh.
+    /// Appends the part of a counter's identity this limit adds: its
+    /// position, name and window. With the rule's name and algorithm (its
+    /// state's prefix) they make the counter: a limit whose numbers change
+    /// keeps what it counted (a lowered limit applies at once), one whose
+    /// window, algorithm, position or name changes starts afresh.
     pub(crate) fn write_identity_part(&self, out: &mut String) {
         out.push('|');
         out.push_str(itoa::Buffer::new().format(self.index));
         out.push('#');
         out.push_str(self.name.as_deref().unwrap_or(""));
+        out.push('@');
+        out.push_str(itoa::Buffer::new().format(self.window.as_millis()));
     }
 
     /// The limit as `/v1/rules` shows it.

@@ -26,16 +26,18 @@ pub(super) fn answer(
     let now_s = if charged { crate::stats::now_s() } else { 0 };
     for item in items {
         let Some(decision) = item.outcome else { continue };
-        if charged && (!decision.allowed || !denied) {
-            item.limit.rates.record(now_s, decision.allowed);
+        // A shadow limit's denial is reported as a denial, marked shadow.
+        let allowed = decision.allowed && !decision.is_shadow_denial();
+        if charged && (!allowed || !denied) {
+            item.limit.rates.record(now_s, allowed);
         }
         let status = &mut statuses[item.descriptor];
         let stat_key = || match &item.stat_key {
             Some(key) => crate::telemetry::bounded_value_key(key.clone()),
             None => item.limit.stat_key.clone(),
         };
-        if !decision.allowed {
-            if item.shadow {
+        if !allowed {
+            if decision.is_shadow_denial() {
                 status.shadow_over_limit = true;
                 metrics::counter!(
                     "slidegate_shadow_over_limit_total",
@@ -55,7 +57,7 @@ pub(super) fn answer(
         }
         status.limits.push(LimitStatus {
             limit: item.limit,
-            allowed: decision.allowed,
+            allowed,
             state: decision.state,
             remaining: decision.remaining,
             retry_after: decision.retry_after,

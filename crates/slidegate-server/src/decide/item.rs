@@ -35,9 +35,9 @@ pub(super) struct Group {
     pub(super) cost: u32,
 }
 
-/// Groups `which` by counter. A group heavier than its limit is answered
-/// here (over the limit, without the store) and left out.
-pub(super) fn merge(items: &mut [Item], which: &[usize]) -> Vec<Group> {
+/// Groups `which` by counter. A group's weight above its limit (or above
+/// any `u32`) is the limiter's to answer: it denies it.
+pub(super) fn merge(items: &[Item], which: &[usize]) -> Vec<Group> {
     let mut groups: Vec<(Vec<usize>, u64)> = Vec::new();
     for &i in which {
         let same = groups.iter_mut().find(|(members, _)| {
@@ -52,21 +52,12 @@ pub(super) fn merge(items: &mut [Item], which: &[usize]) -> Vec<Group> {
             None => groups.push((vec![i], items[i].cost)),
         }
     }
-    let mut out = Vec::with_capacity(groups.len());
-    for (members, cost) in groups {
-        let Some(rule) = items[members[0]].rule() else { continue };
+    groups
+        .into_iter()
+        .filter(|(members, _)| items[members[0]].rule().is_some())
         // A peek asks about a request of weight 1 at least.
-        match u32::try_from(cost.max(1)) {
-            Ok(cost) if cost <= rule.limit() => out.push(Group { members, cost }),
-            _ => {
-                let over = Decision::limited(rule.limit(), 0, rule.window(), rule.window());
-                for i in members {
-                    items[i].outcome = Some(over);
-                }
-            }
-        }
-    }
-    out
+        .map(|(members, cost)| Group { members, cost: u32::try_from(cost.max(1)).unwrap_or(u32::MAX) })
+        .collect()
 }
 
 pub(super) fn dimensions<'a>(items: &'a [Item], groups: &[Group]) -> Vec<WeightedDimension<'a>> {

@@ -2,14 +2,17 @@
 //! decide them all together through the library's one decision path —
 //! all or nothing: a request denied by one limit charges none of the others.
 //!
-//! Limits that need no store answer first: `unlimited`, a block
-//! (`requests_per_unit: 0`), a weight above the limit. Check-only
-//! descriptors (`hits_addend: 0`) are peeked. If an enforced limit denies
-//! there, the others are peeked, not charged. Otherwise the rest are
-//! decided in one `check_all_weighted`; when only shadow limits deny, they
-//! are set aside and the others decided again (each call is atomic, and
-//! only the admitting one charges), so a shadow limit never lets a request
-//! through uncharged.
+//! Limits that need no store answer first: `unlimited` and a block
+//! (`requests_per_unit: 0`). Check-only descriptors (`hits_addend: 0`)
+//! are peeked. If an enforced limit denies there, the others are peeked,
+//! not charged. Otherwise the rest are decided in one `check_all_weighted`.
+//! Shadow mode, a weight above a limit and the store's failure are the
+//! limiter's to answer, as on every edge: a shadow limit's denial comes
+//! back admitted ([`Source::Shadow`]), with the others charged as if it
+//! were absent; a weight above a limit is denied
+//! ([`Source::CostAboveLimit`]); under `--on-store-failure unavailable`
+//! the limiter's failure policy is `fail`, and its error is
+//! [`CheckError::Unavailable`].
 
 mod answer;
 mod item;
@@ -19,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slidegate::limits::MAX_DIMENSIONS;
-use slidegate::{Decision, Limiter, State};
+use slidegate::{Decision, ErrorKind, FailurePolicy, Limiter, Source, State};
 
 use crate::config::{Config, Enforcement, Rules};
 use crate::request::{CheckAnswer, CheckError, CheckRequest, Mode};
@@ -27,6 +30,19 @@ use crate::stats::ServiceStats;
 use crate::store::ServiceStore;
 use answer::{answer, no_limits};
 use item::{Item, dimensions, dynamic_stat_key, identity, invalid, merge, override_limit};
+
+/// The error of a limiter call: the request's fault, or the store's (the
+/// failure policy is `fail`).
+fn check_error(error: &slidegate::Error) -> CheckError {
+    match error.kind() {
+        ErrorKind::Unavailable | ErrorKind::Timeout | ErrorKind::Backend | ErrorKind::CapacityExhausted => {
+            CheckError::Unavailable(format!(
+                "the rate-limit store failed and --on-store-failure is `unavailable`: {error}"
+            ))
+        }
+        _ => invalid(error),
+    }
+}
 
 /// Refuses a request whose descriptors meet more limits than one
 /// decision takes together ([`MAX_DIMENSIONS`]): they could not be decided
@@ -48,47 +64,27 @@ pub enum OnStoreFailure {
     #[default]
     Policy,
     /// The request fails with `UNAVAILABLE` / 503, so the caller's own
-    /// policy decides (Envoy's `failure_mode_deny`).
+    /// policy decides (Envoy's `failure_mode_deny`): the limiter's failure
+    /// policy is [`FailurePolicy::Fail`], on every edge.
     Unavailable,
 }
 
 /// Decides requests against the configuration in force.
 #[derive(Debug, Clone)]
 pub struct Decider {
+    /// Decides, with the service's shadow mode and failure answer.
     limiter: Limiter<ServiceStore>,
     rules: Rules,
-    on_store_failure: OnStoreFailure,
-    /// Global shadow mode: every limit decides and counts, none denies.
-    shadow: bool,
     /// What the status page shows.
     stats: Arc<ServiceStats>,
 }
 
 impl Decider {
     /// A decider over `limiter`, answering from the configuration `rules`
-    /// holds (swapped on reload); the store's failures are answered by the
-    /// limiter's failure policy, and limits deny.
+    /// holds (swapped on reload). The limiter's shadow mode and failure
+    /// policy are the service's.
     pub fn new(limiter: Limiter<ServiceStore>, rules: Rules) -> Decider {
-        Decider {
-            limiter,
-            rules,
-            on_store_failure: OnStoreFailure::Policy,
-            shadow: false,
-            stats: Arc::default(),
-        }
-    }
-
-    /// What to answer when the store fails.
-    pub fn on_store_failure(mut self, on_store_failure: OnStoreFailure) -> Decider {
-        self.on_store_failure = on_store_failure;
-        self
-    }
-
-    /// Global shadow mode: every limit decides and counts, and every
-    /// request is answered `Ok`.
-    pub fn shadow(mut self, shadow: bool) -> Decider {
-        self.shadow = shadow;
-        self
+        Decider { limiter, rules, stats: Arc::default() }
     }
 
     /// The limiter deciding.
@@ -98,12 +94,16 @@ impl Decider {
 
     /// What it answers when the store fails.
     pub fn on_store_failure_mode(&self) -> OnStoreFailure {
-        self.on_store_failure
+        if self.limiter.failure_policy() == FailurePolicy::Fail {
+            OnStoreFailure::Unavailable
+        } else {
+            OnStoreFailure::Policy
+        }
     }
 
     /// Whether global shadow mode is on.
     pub fn is_shadow(&self) -> bool {
-        self.shadow
+        self.limiter.is_shadow()
     }
 
     /// The statistics the status page shows.
@@ -147,11 +147,6 @@ impl Decider {
 
         let denied = self.decide(&mut items, mode).await?;
         let degraded = items.iter().any(|i| i.outcome.is_some_and(|d| d.state == State::Degraded));
-        if degraded && self.on_store_failure == OnStoreFailure::Unavailable {
-            return Err(CheckError::Unavailable(
-                "the rate-limit store failed and --on-store-failure is `unavailable`".into(),
-            ));
-        }
         if degraded {
             self.stats.degraded();
         }
@@ -181,7 +176,7 @@ impl Decider {
             if let Some(limit) = descriptor.limit {
                 let limit = Arc::new(override_limit(domain.name(), &entries, limit)?);
                 let identity = identity(domain.name(), &entries, None);
-                let shadow = self.shadow;
+                let shadow = self.limiter.is_shadow();
                 items.push(Item {
                     descriptor: index,
                     limit,
@@ -201,7 +196,7 @@ impl Decider {
             let stat_key = dynamic_stat_key(domain.name(), &entries, &path);
             for limit in &node.limits {
                 let identity = identity(domain.name(), &entries, Some((&path, limit)));
-                let shadow = self.shadow || limit.shadow;
+                let shadow = self.limiter.is_shadow() || limit.shadow;
                 let stat_key = stat_key.clone();
                 let limit = limit.clone();
                 items.push(Item {
@@ -256,63 +251,54 @@ impl Decider {
                 }
                 Enforcement::Block => {
                     let window = item.limit.window;
-                    item.outcome = Some(Decision::limited(0, 0, window, window));
-                }
-                Enforcement::Rule(rule) => {
-                    if item.cost == 0 || mode == Mode::Peek {
-                        peek.push(i);
-                    } else if item.cost > u64::from(rule.limit()) {
-                        // Never admissible: the answer names the window.
-                        item.outcome = Some(Decision::limited(rule.limit(), 0, rule.window(), rule.window()));
-                    } else {
-                        charge.push(i);
+                    let mut blocked = Decision::limited(0, 0, window, window);
+                    if item.shadow {
+                        blocked.allowed = true;
+                        blocked.source = Source::Shadow;
                     }
+                    item.outcome = Some(blocked);
                 }
+                Enforcement::Rule(_) if item.cost == 0 || mode == Mode::Peek => peek.push(i),
+                Enforcement::Rule(_) => charge.push(i),
             }
         }
-        let enforced_denial =
-            |items: &[Item]| items.iter().any(|i| !i.shadow && i.outcome.is_some_and(|d| !d.allowed));
-        if enforced_denial(items) {
+        let denied = |items: &[Item]| items.iter().any(|i| i.outcome.is_some_and(|d| !d.allowed));
+        if denied(items) {
             peek.append(&mut charge);
         }
         self.peek(items, &peek).await?;
-        if enforced_denial(items) {
+        if denied(items) {
             self.peek(items, &charge).await?;
             return Ok(true);
         }
-        // The rest together; shadow limits that deny are set aside.
-        while !charge.is_empty() {
-            // Repeated descriptors sum their weights: a sum above a limit
-            // is answered here, as any weight above a limit.
-            let groups = merge(items, &charge);
-            if enforced_denial(items) {
-                let rest: Vec<usize> =
-                    charge.iter().copied().filter(|&i| items[i].outcome.is_none()).collect();
-                self.peek(items, &rest).await?;
-                return Ok(true);
-            }
-            let dims = dimensions(items, &groups);
-            if dims.is_empty() {
-                break;
-            }
-            too_many(dims.len())?;
-            let started = std::time::Instant::now();
-            let multi = self.limiter.check_all_weighted(&dims).await.map_err(|e| invalid(&e))?;
-            self.stats.store_call(started.elapsed());
-            for (group, decision) in groups.iter().zip(&multi.decisions) {
-                for &i in &group.members {
-                    items[i].outcome = Some(*decision);
-                }
-            }
-            if multi.allowed {
-                break;
-            }
-            if enforced_denial(items) {
-                return Ok(true);
-            }
-            charge.retain(|&i| items[i].outcome.is_some_and(|d| d.allowed));
+        // The rest together, all or nothing (repeated descriptors sum
+        // their weights into one dimension).
+        let groups = merge(items, &charge);
+        let dims = dimensions(items, &groups);
+        if dims.is_empty() {
+            return Ok(false);
         }
-        Ok(false)
+        too_many(dims.len())?;
+        let started = std::time::Instant::now();
+        let multi = self.limiter.check_all_weighted(&dims).await.map_err(|e| check_error(&e))?;
+        self.stats.store_call(started.elapsed());
+        for (group, decision) in groups.iter().zip(&multi.decisions) {
+            for &i in &group.members {
+                items[i].outcome = Some(*decision);
+            }
+        }
+        if multi.allowed {
+            return Ok(false);
+        }
+        // A weight above a limit denied without asking about the others:
+        // their answers say what they hold.
+        let unasked: Vec<usize> = charge
+            .iter()
+            .copied()
+            .filter(|&i| items[i].outcome.is_some_and(|d| d.allowed && d.source == Source::CostAboveLimit))
+            .collect();
+        self.peek(items, &unasked).await?;
+        Ok(true)
     }
 
     /// Peeks the items `which` (nothing is charged).
@@ -327,7 +313,7 @@ impl Decider {
         }
         too_many(dims.len())?;
         let started = std::time::Instant::now();
-        let multi = self.limiter.peek_all_weighted(&dims).await.map_err(|e| invalid(&e))?;
+        let multi = self.limiter.peek_all_weighted(&dims).await.map_err(|e| check_error(&e))?;
         self.stats.store_call(started.elapsed());
         for (group, decision) in groups.iter().zip(&multi.decisions) {
             for &i in &group.members {

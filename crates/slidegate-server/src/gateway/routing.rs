@@ -207,10 +207,20 @@ fn host_only(host: &str) -> Cow<'_, str> {
 /// keys to the most limited identities (and its decision's time, which the
 /// proxy counts for admitted ones), an answer a failure policy gave to the
 /// degraded ones.
-fn count_decision(stats: &ServiceStats, response: &Response<GatewayBody>, deciding: Instant) {
+fn count_decision(stats: &ServiceStats, response: &Response<GatewayBody>, deciding: Instant, route: &str) {
     let Some(multi) = response.extensions().get::<MultiDecision>() else { return };
     if multi.decisions.iter().any(|d| d.state == State::Degraded) {
         stats.degraded();
+    }
+    let shadow_denials = multi.decisions.iter().filter(|d| d.is_shadow_denial()).count();
+    if shadow_denials > 0 {
+        // As RLS counts them, by domain (`gateway`) and limit (the route).
+        metrics::counter!(
+            "slidegate_shadow_over_limit_total",
+            "domain" => "gateway",
+            "limit" => route.to_owned()
+        )
+        .increment(shadow_denials as u64);
     }
     if multi.allowed {
         return;
@@ -296,10 +306,14 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
                 request.extensions_mut().insert(Deciding(deciding));
             }
             let Ok(response) = route.service.clone().oneshot(request).await;
-            count_decision(gateway.stats(), &response, deciding);
+            count_decision(gateway.stats(), &response, deciding, &table.config.routes[index].name);
             let outcome = match response.extensions().get::<MultiDecision>() {
                 Some(multi) if !multi.allowed => Outcome::Limited,
                 Some(_) => Outcome::Admitted,
+                // The store failed under `--on-store-failure unavailable`.
+                None if response.status() == StatusCode::SERVICE_UNAVAILABLE && limited_route => {
+                    Outcome::Unavailable
+                }
                 // No decision: no limit applied, or a key was missing
                 // under `on_missing: reject` (the layer's 400).
                 None if response.status() == StatusCode::BAD_REQUEST && table.rejects_unidentified[index] => {
@@ -307,7 +321,7 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
                 }
                 None => Outcome::Admitted,
             };
-            if outcome != Outcome::Refused {
+            if matches!(outcome, Outcome::Admitted | Outcome::Limited) {
                 route.rates.record(now_s(), outcome == Outcome::Admitted);
             }
             route.metrics.record(outcome, started);

@@ -53,7 +53,8 @@ struct RouteYaml {
 }
 
 /// A limit as written: the rules' fields (`requests_per_unit` with `unit`
-/// or `window`, `algorithm`, `penalty`), a `key` and `on_missing`.
+/// or `window`, `algorithm`, `penalty`, `shadow_mode`), a `key` and
+/// `on_missing`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LimitYaml {
@@ -65,6 +66,7 @@ struct LimitYaml {
     window: Option<Spanned<String>>,
     algorithm: Option<Spanned<String>>,
     penalty: Option<Spanned<PenaltyYaml>>,
+    shadow_mode: Option<bool>,
 }
 
 pub(super) fn build(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<GatewayConfig> {
@@ -514,7 +516,8 @@ fn limits(builder: &mut Builder<'_>, yaml: Vec<Spanned<LimitYaml>>, scope: &str)
             penalty: limit.penalty.map(Box::new),
         };
         let stat_key = format!("{scope}.{}", name.as_deref().unwrap_or(""));
-        let built = builder.limit(written, at, index, false, &stat_key);
+        let shadow = limit.shadow_mode.unwrap_or(false);
+        let built = builder.limit(written, at, index, shadow, &stat_key);
         let (Some(key), Some(missing), Some(name), Some(mut built)) = (key, missing, name, built) else {
             continue;
         };
