@@ -69,3 +69,24 @@ pub use service::{LimitedKeys, RateLimit};
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The Rust examples of the docs pages, compiled as doctests like the README's.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryDocDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/service.md")]
+pub struct ServiceDocDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/gateway.md")]
+pub struct GatewayDocDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/operations.md")]
+pub struct OperationsDocDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/cli.md")]
+pub struct CliDocDoctests;
