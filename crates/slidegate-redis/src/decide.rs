@@ -11,7 +11,7 @@ use crate::cross_slot;
 use crate::store::RedisStore;
 
 /// The script is picked by the request, whichever entry point it came
-/// through (docs/design.md, "The script table"): one dimension without a
+/// through (docs/design.md §4, "Scripts"): one dimension without a
 /// penalty is its algorithm's fast single script, auto-batched when calls
 /// are in flight; penalties and several dimensions are the general script.
 impl Store for RedisStore {

@@ -71,7 +71,8 @@ fn lower_priority() {}
 /// configuration from fresh memory, and with huge pages each first touch
 /// of 2 MiB had the kernel clear it all — a third of a 10,000-descriptor
 /// reload's CPU — while the decisions around it stalled. By hand
-/// (docs/benchmark-notes.md, ninth session), the p99 of a reload's second
+/// (docs/benchmark-notes.md, "2026-11-25: matching measured on the rule
+/// table alone; huge pages off during a reload"), the p99 of a reload's second
 /// under load was 3.7–7.2 ms (median 6.4) with huge pages, 3.0–3.5 ms
 /// with this switch. Off for good, decisions cost 2–4 % more, so they
 /// come back once the reload is over (memory the reload took keeps its

@@ -1,6 +1,6 @@
 //! Adaptive limits: an optional scaler turns every rule's limit down while
 //! this process is under pressure and back up when it recovers, within a
-//! floor and a ceiling (design §4).
+//! floor and a ceiling (docs/design.md §1, "When the store fails").
 //!
 //! * [`Signals`] sample the local [`Load`] (CPU busy and memory used
 //!   fractions); [`SystemSignals`] reads Linux `/proc`, and tests inject a

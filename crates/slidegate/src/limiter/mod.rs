@@ -28,7 +28,8 @@ use crate::{
 /// Answers "may this caller do this now?" for any rule and key, from one
 /// shared [`Store`]. Cheap to clone; clones share the store and all state.
 ///
-/// Around the store it keeps the promises of slidegate's design (§3):
+/// Around the store it keeps the promises of slidegate's design
+/// (docs/design.md §1, "When the store fails"):
 ///
 /// * **Deadline**: a store call taking longer than
 ///   [`deadline`](LimiterBuilder::deadline) (default 50 ms) is abandoned.
