@@ -291,10 +291,10 @@ impl RedisStoreBuilder {
             scripts: Arc::clone(&connector.scripts),
             servers: described,
             cluster,
-            link,
+            link: Arc::new(link),
         });
         if let Some(error) = waiting {
-            keep_connecting(store.downgrade(), connector, &error);
+            keep_connecting(store.downgrade_link(), connector, &error);
         }
         Ok(store)
     }

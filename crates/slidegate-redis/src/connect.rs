@@ -24,7 +24,6 @@ use crate::errors::from_redis;
 use crate::replaceable::{Kind, Replaceable};
 use crate::scripts::Scripts;
 use crate::sentinel::SentinelPool;
-use crate::store::Inner;
 use crate::tls::Roots;
 use crate::url::redact_url;
 
@@ -200,10 +199,11 @@ impl Connector {
     }
 }
 
-/// Tries to connect `store` again and again, waiting [`RETRY_FIRST`]
-/// doubling to [`RETRY_AT_MOST`] between attempts, until an attempt
-/// succeeds or the store is dropped. `first` is why the first attempt failed.
-pub(crate) fn keep_connecting(store: Weak<Inner>, connector: Connector, first: &Error) {
+/// Tries to connect again and again, waiting [`RETRY_FIRST`] doubling to
+/// [`RETRY_AT_MOST`] between attempts, until an attempt succeeds (and is
+/// set in `link`) or the store holding `link` is dropped. `first` is why
+/// the first attempt failed.
+pub(crate) fn keep_connecting(link: Weak<Link>, connector: Connector, first: &Error) {
     tracing::warn!(
         target: "slidegate",
         servers = %connector.described,
@@ -217,14 +217,14 @@ pub(crate) fn keep_connecting(store: Weak<Inner>, connector: Connector, first: &
         loop {
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(RETRY_AT_MOST);
-            if store.strong_count() == 0 {
+            if link.strong_count() == 0 {
                 return;
             }
             let attempt = connector.connect().await;
-            let Some(inner) = store.upgrade() else { return };
+            let Some(link) = link.upgrade() else { return };
             match attempt {
                 Ok(connected) => {
-                    let _ = inner.link.connected.set(connected);
+                    let _ = link.connected.set(connected);
                     tracing::info!(target: "slidegate", servers = %connector.described, "connected to the Redis servers");
                     return;
                 }
@@ -236,7 +236,7 @@ pub(crate) fn keep_connecting(store: Weak<Inner>, connector: Connector, first: &
                         said = tokio::time::Instant::now();
                         last = error.message().to_owned();
                     }
-                    *lock(&inner.link.waiting) = Some(error.message().to_owned());
+                    *lock(&link.waiting) = Some(error.message().to_owned());
                 }
             }
         }

@@ -66,7 +66,7 @@ pub(crate) struct Inner {
     /// Whether the servers are a Cluster (known from the URL, connected or not).
     pub(crate) cluster: bool,
     /// The connection: made at `connect`, or in the background (`lazy`).
-    pub(crate) link: Link,
+    pub(crate) link: Arc<Link>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -150,8 +150,9 @@ impl RedisStore {
     }
 
     /// The store's inner state, for a connection made in the background.
-    pub(crate) fn downgrade(&self) -> std::sync::Weak<Inner> {
-        Arc::downgrade(&self.inner)
+    /// Its link, weakly: gone once the store is dropped.
+    pub(crate) fn downgrade_link(&self) -> std::sync::Weak<Link> {
+        Arc::downgrade(&self.inner.link)
     }
 }
 

@@ -2,10 +2,12 @@
 //! (RFC 9112 §3.2: an HTTP/1.1 request without one, or with two, is
 //! answered 400 — which of two a route was chosen by, and which the
 //! upstream reads, could differ), agreeing with HTTP/2's `:authority`
-//! when both are given (RFC 9113 §8.3.1).
+//! when both are given (RFC 9113 §8.3.1); and the host a request names
+//! ([`request_host`]), which routes are chosen by.
 
 use http::header::HOST;
-use http::{Request, Version};
+use http::{HeaderValue, Request, Version};
+use hyper::body::Incoming;
 
 use super::path::Refused;
 
@@ -38,6 +40,24 @@ pub(crate) fn check<B>(request: &Request<B>) -> Result<(), Refused> {
             Err(OTHER_AUTHORITY)
         }
         _ => Ok(()),
+    }
+}
+
+/// The host a request names: its URI's authority (HTTP/2, absolute-form)
+/// or its `Host` header.
+pub(crate) fn request_host(request: &Request<Incoming>) -> Option<&str> {
+    match request.uri().authority() {
+        Some(authority) => Some(authority.as_str()),
+        None => request.headers().get(HOST).and_then(|h| h.to_str().ok()),
+    }
+}
+
+/// [`request_host`] as a header value: the `Host` header's own (a count
+/// raised, not a copy), or the authority's.
+pub(super) fn request_host_value(request: &Request<Incoming>) -> Option<HeaderValue> {
+    match request.uri().authority() {
+        Some(authority) => HeaderValue::from_str(authority.as_str()).ok(),
+        None => request.headers().get(HOST).filter(|h| h.to_str().is_ok()).cloned(),
     }
 }
 

@@ -7,7 +7,9 @@
 //! * [`routing`]: the compiled routes and the service each connection runs;
 //! * [`path`]: the one form of a request's path that is matched, keyed
 //!   and forwarded; [`head`]: what else of a request head is refused;
-//! * [`proxy`]: forwarding, upstream choice, timeouts, WebSocket tunnels;
+//! * [`proxy`]: forwarding and upstream choice; [`response`]: waiting
+//!   for an upstream's answer and passing it on, WebSocket tunnels;
+//!   [`body`]: the bodies passed both ways;
 //! * [`forward`]: hop-by-hop and forwarding headers;
 //! * [`upstream_conns`]: the HTTP/1.1 connections kept to each upstream;
 //! * [`conn`]: the cap on connections per client address.
@@ -15,11 +17,13 @@
 //! The configuration ([`GatewayConfig`](crate::config::GatewayConfig)) is
 //! reloaded with the rules; a bad file keeps the routes in force.
 
+mod body;
 mod conn;
 mod forward;
 mod head;
 mod path;
 mod proxy;
+mod response;
 mod routing;
 mod upstream_conns;
 

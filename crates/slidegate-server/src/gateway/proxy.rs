@@ -11,34 +11,27 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HOST};
+use http::header::HOST;
 use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
+use http::{HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body::Body as _;
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt as _, Either, Empty, Full};
+use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
 use slidegate_tower::ClientIp;
-use tokio::sync::oneshot;
 
+use super::body::{GatewayBody, Upload, plain};
 use super::conn::TunnelHome;
 use super::forward::{is_upgrade, remove_hop_by_hop, set_forwarding};
-use super::upstream_conns::{Conns, Failure, Lease};
+use super::head::request_host_value;
+use super::response::{Late, answer, respond};
+use super::upstream_conns::{Answer, Conns, Failure};
 use crate::config::{GatewaySettings, Route};
 use crate::stats::ServiceStats;
 use crate::telemetry;
-
-/// Any error a body passed through may end with.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The body of every gateway response: an upstream's, streamed, or one of
-/// the gateway's own answers.
-pub(crate) type GatewayBody = UnsyncBoxBody<Bytes, BoxError>;
 
 type HttpClient = Client<HttpConnector, Upload>;
 
@@ -277,24 +270,6 @@ impl tower_service::Service<Request<Incoming>> for Proxy {
     }
 }
 
-/// The host a request names: its URI's authority (HTTP/2, absolute-form)
-/// or its `Host` header.
-pub(crate) fn request_host(request: &Request<Incoming>) -> Option<&str> {
-    match request.uri().authority() {
-        Some(authority) => Some(authority.as_str()),
-        None => request.headers().get(HOST).and_then(|h| h.to_str().ok()),
-    }
-}
-
-/// [`request_host`] as a header value: the `Host` header's own (a count
-/// raised, not a copy), or the authority's.
-fn request_host_value(request: &Request<Incoming>) -> Option<HeaderValue> {
-    match request.uri().authority() {
-        Some(authority) => HeaderValue::from_str(authority.as_str()).ok(),
-        None => request.headers().get(HOST).filter(|h| h.to_str().is_ok()).cloned(),
-    }
-}
-
 async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<GatewayBody> {
     let peer = request.extensions().get::<SocketAddr>().copied();
     let upgrade = is_upgrade(request.headers());
@@ -356,9 +331,9 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
                 {
                     upstream_request.headers_mut().insert(HOST, host.clone());
                 }
-                answer(target, pin!(conns.send(upstream_request)), sending).await
+                answer(target.response_timeout, pin!(conns.send(upstream_request)), sending).await
             }
-            None => answer(target, pin!(target.pooled(upstream_request)), sending).await,
+            None => answer(target.response_timeout, pin!(target.pooled(upstream_request)), sending).await,
         };
         match answered {
             Ok(Ok(answer)) => return respond(answer, client_upgrade.zip(tunnels)),
@@ -398,172 +373,6 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
     }
 }
 
-/// What came too late.
-enum Late {
-    /// The response head, after the request was sent.
-    Response,
-    /// The next piece of the request body (client or upstream stalled).
-    Upload,
-}
-
-/// An upstream's response, and the lease on its kept connection.
-pub(crate) struct Answer {
-    pub(crate) response: Response<Incoming>,
-    /// `None` through the HTTP/2 client, or when the connection cannot
-    /// take another request (its request body was still being sent).
-    pub(crate) lease: Option<Lease>,
-}
-
-/// The upstream's response head (`call`). While the client is still
-/// sending its body, the wait lasts as long as the body makes progress (an
-/// upload takes as long as it takes; a stalled one ends after the response
-/// timeout); once it is all sent, for at most the response timeout. An
-/// upstream that answers before the body is all sent is answered at once,
-/// and its connection is not used again.
-async fn answer(
-    target: &Target,
-    mut call: Pin<&mut impl Future<Output = Result<Answer, Failure>>>,
-    sending: Option<Sending>,
-) -> Result<Result<Answer, Failure>, Late> {
-    if let Some(sending) = sending
-        // Boxed: only uploads wait this way, and their wait's state is large.
-        && let Some(early) = Box::pin(while_uploading(target, call.as_mut(), sending)).await
-    {
-        return early;
-    }
-    tokio::time::timeout(target.response_timeout, call).await.map_err(|_| Late::Response)
-}
-
-/// Waits for `call` while the request body is being sent: `None` once it
-/// is all sent; else what ended the wait early — the answer (the
-/// connection is not used again: its request is still being sent), or a
-/// stalled upload.
-async fn while_uploading<F: Future<Output = Result<Answer, Failure>>>(
-    target: &Target,
-    mut call: Pin<&mut F>,
-    Sending { mut sent, progress }: Sending,
-) -> Option<Result<Result<Answer, Failure>, Late>> {
-    let mut seen = progress.load(Ordering::Relaxed);
-    loop {
-        tokio::select! {
-            biased;
-            answer = call.as_mut() => {
-                return Some(Ok(answer.map(|answer| Answer { lease: None, ..answer })));
-            }
-            // Sent, or the body was dropped (the call then ends soon).
-            _ = &mut sent => return None,
-            () = tokio::time::sleep(target.response_timeout) => {
-                let now = progress.load(Ordering::Relaxed);
-                if now == seen {
-                    return Some(Err(Late::Upload));
-                }
-                seen = now;
-            }
-        }
-    }
-}
-
-/// How far a request body on its way upstream has come.
-pub(super) struct Sending {
-    /// Completes when it has all been sent.
-    sent: oneshot::Receiver<()>,
-    /// Frames sent so far.
-    progress: Arc<AtomicU64>,
-}
-
-/// A request body on its way upstream that says how far it has come.
-pub(crate) struct Upload {
-    body: Either<Incoming, Empty<Bytes>>,
-    sent: Option<oneshot::Sender<()>>,
-    /// `None` for a request without a body (nothing to follow, nothing
-    /// allocated).
-    progress: Option<Arc<AtomicU64>>,
-}
-
-impl Upload {
-    /// The body, and what tells how far it has come (`None` when there is
-    /// nothing to send).
-    pub(super) fn new(body: Either<Incoming, Empty<Bytes>>) -> (Upload, Option<Sending>) {
-        if body.is_end_stream() {
-            return (Upload { body, sent: None, progress: None }, None);
-        }
-        let progress = Arc::new(AtomicU64::new(0));
-        let (sender, sent) = oneshot::channel();
-        let sending = Sending { sent, progress: Arc::clone(&progress) };
-        (Upload { body, sent: Some(sender), progress: Some(progress) }, Some(sending))
-    }
-}
-
-impl http_body::Body for Upload {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.body).poll_frame(cx);
-        if let (Poll::Ready(Some(_)), Some(progress)) = (&polled, &this.progress) {
-            progress.fetch_add(1, Ordering::Relaxed);
-        }
-        if (matches!(polled, Poll::Ready(None)) || this.body.is_end_stream())
-            && let Some(sent) = this.sent.take()
-        {
-            let _ = sent.send(());
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
-/// The upstream's response, passed on: hop-by-hop headers removed; a
-/// protocol switch (`101`) joins the two upgraded connections. The kept
-/// connection goes back once the body has been read, unless the request
-/// asked to switch protocols (the connection is the tunnel's then, or in
-/// a state not worth reusing).
-fn respond(
-    Answer { mut response, lease }: Answer,
-    client_upgrade: Option<(hyper::upgrade::OnUpgrade, TunnelHome)>,
-) -> Response<GatewayBody> {
-    let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
-    let lease = if client_upgrade.is_some() { None } else { lease };
-    match client_upgrade {
-        Some((client, home)) if switching => {
-            let upstream = hyper::upgrade::on(&mut response);
-            home.spawn(tunnel(client, upstream));
-        }
-        _ => {}
-    }
-    remove_hop_by_hop(response.headers_mut(), switching);
-    // The client's connection has its own version (an HTTP/1.0 upstream
-    // does not make the client's connection HTTP/1.0).
-    *response.version_mut() = Version::default();
-    match lease {
-        Some(lease) => response.map(|body| lease.returning(body).map_err(BoxError::from).boxed_unsync()),
-        None => response.map(|body| body.map_err(BoxError::from).boxed_unsync()),
-    }
-}
-
-/// Copies bytes both ways between the two sides of an upgraded
-/// connection (a WebSocket) until either closes.
-async fn tunnel(client: hyper::upgrade::OnUpgrade, upstream: hyper::upgrade::OnUpgrade) {
-    let (client, upstream) = tokio::join!(client, upstream);
-    let (Ok(client), Ok(upstream)) = (client, upstream) else {
-        tracing::debug!(target: "slidegate", "protocol switch failed on one side");
-        return;
-    };
-    let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-}
-
 /// An error and its causes, for logs.
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
@@ -574,16 +383,4 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-/// One of the gateway's own plain-text answers.
-pub(crate) fn plain(status: StatusCode, message: &'static str) -> Response<GatewayBody> {
-    let body =
-        Full::new(Bytes::from_static(message.as_bytes())).map_err(|never| match never {}).boxed_unsync();
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    let mut headers = HeaderMap::with_capacity(1);
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    *response.headers_mut() = headers;
-    response
 }

@@ -22,11 +22,13 @@ use slidegate_tower::{
 use tower::ServiceExt as _;
 use tower_layer::Layer as _;
 
+use super::body::{GatewayBody, plain};
 use super::conn::TunnelHome;
 use super::forward::is_upgrade;
 use super::head;
+use super::head::request_host;
 use super::path::{Refused, normalize};
-use super::proxy::{Clients, Deciding, GatewayBody, Proxy, Target, plain, request_host};
+use super::proxy::{Clients, Deciding, Proxy, Target};
 use crate::ServiceStore;
 use crate::config::{ConfigError, ConfigErrors, GatewayConfig, HostMatch, KeySpec, Route};
 use crate::stats::{Rates, ServiceStats, now_s};

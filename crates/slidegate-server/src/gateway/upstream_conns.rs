@@ -25,7 +25,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::client::legacy::connect::HttpConnector;
 use tower_service::Service as _;
 
-use super::proxy::{Answer, BoxError, Upload};
+use super::body::{BoxError, Upload};
 
 /// Idle connections kept per upstream at most; more are closed. As many as
 /// requests a busy gateway has in flight to one upstream, so that a steady
@@ -285,6 +285,14 @@ impl Returning {
             lease.give_back();
         }
     }
+}
+
+/// An upstream's response, and the lease on its kept connection.
+pub(crate) struct Answer {
+    pub(crate) response: http::Response<Incoming>,
+    /// `None` through the HTTP/2 client, or when the connection cannot
+    /// take another request (its request body was still being sent).
+    pub(crate) lease: Option<Lease>,
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! What is derived from a rule's fields, built once per rule: its state
-//! name, the prefix of its state's keys, and its metric keys.
+//! name, the prefix of its state's keys (and the state part in it), and
+//! its metric keys.
 
-use super::Rule;
+use super::{Algorithm, Rule, StatePrefix};
 use crate::telemetry::keys::RuleKeys;
 
 /// [`Rule::state_name`], the state prefix and the metric keys of a rule,
@@ -72,7 +73,7 @@ impl Rule {
 /// Appends `n` in decimal: what `write!(out, "{n}")` does, without the
 /// formatting machinery (the Redis store spells a counter's state part on
 /// every call).
-pub(super) fn push_u64(out: &mut String, mut n: u64) {
+fn push_u64(out: &mut String, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {
@@ -84,4 +85,44 @@ pub(super) fn push_u64(out: &mut String, mut n: u64) {
         }
     }
     out.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
+
+impl Rule {
+    /// `<state name>:<state part>:` (built once per rule, shared by its clones).
+    pub(crate) fn state_prefix(&self) -> &StatePrefix {
+        &self.derived().state_prefix
+    }
+
+    /// Appends [`Rule::state_part`] to `out`: the one place it is spelled.
+    fn write_state_part(&self, out: &mut String) {
+        match self.algorithm {
+            Algorithm::SlidingLog => out.push_str("log"),
+            Algorithm::Gcra => out.push_str("gcra"),
+            Algorithm::SlidingCounter { buckets } => {
+                out.push('c');
+                push_u64(out, buckets.get().into());
+                out.push('w');
+                push_u64(out, self.window_ms);
+            }
+            Algorithm::FixedWindow => {
+                out.push('f');
+                push_u64(out, self.window_ms);
+            }
+        }
+    }
+
+    /// Names the kind of state this rule keeps, so rules that read state
+    /// differently never share it: `log`, `gcra`, `c<buckets>w<window ms>`
+    /// (bucket indices depend on both) and `f<window ms>`.
+    pub fn state_part(&self) -> std::borrow::Cow<'static, str> {
+        match self.algorithm {
+            Algorithm::SlidingLog => "log".into(),
+            Algorithm::Gcra => "gcra".into(),
+            Algorithm::SlidingCounter { .. } | Algorithm::FixedWindow => {
+                let mut part = String::new();
+                self.write_state_part(&mut part);
+                part.into()
+            }
+        }
+    }
 }

@@ -10,7 +10,7 @@ use crate::penalty::Penalty;
 
 mod derived;
 
-use derived::{Derived, push_u64};
+use derived::Derived;
 
 /// A rule's state prefix as its keys in the memory store hold it: shared,
 /// and one word wide (an `Arc<str>` would take two in every key).
@@ -356,44 +356,6 @@ impl Rule {
             limit
         };
         Rule { limit, ..self.clone() }
-    }
-
-    /// `<state name>:<state part>:` (built once per rule, shared by its clones).
-    pub(crate) fn state_prefix(&self) -> &StatePrefix {
-        &self.derived().state_prefix
-    }
-
-    /// Appends [`Rule::state_part`] to `out`: the one place it is spelled.
-    fn write_state_part(&self, out: &mut String) {
-        match self.algorithm {
-            Algorithm::SlidingLog => out.push_str("log"),
-            Algorithm::Gcra => out.push_str("gcra"),
-            Algorithm::SlidingCounter { buckets } => {
-                out.push('c');
-                push_u64(out, buckets.get().into());
-                out.push('w');
-                push_u64(out, self.window_ms);
-            }
-            Algorithm::FixedWindow => {
-                out.push('f');
-                push_u64(out, self.window_ms);
-            }
-        }
-    }
-
-    /// Names the kind of state this rule keeps, so rules that read state
-    /// differently never share it: `log`, `gcra`, `c<buckets>w<window ms>`
-    /// (bucket indices depend on both) and `f<window ms>`.
-    pub fn state_part(&self) -> std::borrow::Cow<'static, str> {
-        match self.algorithm {
-            Algorithm::SlidingLog => "log".into(),
-            Algorithm::Gcra => "gcra".into(),
-            Algorithm::SlidingCounter { .. } | Algorithm::FixedWindow => {
-                let mut part = String::new();
-                self.write_state_part(&mut part);
-                part.into()
-            }
-        }
     }
 }
 
