@@ -82,6 +82,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     config.admin_token = admin_token;
     config.grace = args.grace;
     config.header_timeout = args.header_timeout;
+    // The process is the service's own: its metrics recorder, and reloads
+    // that yield to the decisions around them.
+    config.metrics_recorder = true;
+    config.tune_process = true;
     config.watch = !args.no_watch;
     let mut listeners = Listeners::new(bind(args.grpc, "--grpc").await?, bind(args.http, "--http").await?);
     if args.gateway.is_some() {

@@ -21,44 +21,48 @@
 //! # Ok(()) }
 //! ```
 //!
-//! * [`config`] — the rules: envoy ratelimit's format, its matching, the
-//!   extensions (`algorithm`, `window`, `rate_limits`, `penalty`);
-//! * [`Decider`] — a request's matched limits decided together, all or
-//!   nothing, through the library's one decision path;
-//! * the APIs: RLS v3 (`envoy.service.ratelimit.v3.RateLimitService`, with
-//!   gRPC health), `POST /json`, `POST /v1/check`, `POST /v1/peek`,
-//!   `GET /v1/status`, `GET /v1/rules`, `/healthz`, `/readyz`, `/metrics`,
-//!   and `POST /v1/reload` with an admin token;
-//! * hot reload of the rules (file watch, `SIGHUP`, the admin API), a bad
-//!   file never unloading the good configuration.
+//! # The public names
+//!
+//! What `slidegate serve` and an embedding program need, and no more:
+//!
+//! * [`serve`] runs the service until a shutdown future completes, with a
+//!   [`ServerConfig`] (rules, gateway file, store, failure answer
+//!   ([`OnStoreFailure`]), quota headers ([`HeaderFamilies`]), shadow mode,
+//!   timeouts, and the process-wide knobs `metrics_recorder` and
+//!   `tune_process`, off unless a program opts in) on [`Listeners`] the
+//!   caller bound; it fails with a [`ServeError`];
+//! * [`ServiceStore`]: the store choice (the embedded store or Redis);
+//! * [`check_admin_token`] and [`MIN_ADMIN_TOKEN_LEN`]: what an admin token
+//!   must be; [`DEFAULT_HEADER_TIMEOUT`] and [`MAX_BODY_BYTES`]: the bounds
+//!   on a client's request head and body;
+//! * [`config`]: the configuration checker — [`config::Config::load`] and
+//!   [`config::GatewayConfig::load`] read and check rules and gateway files
+//!   (every problem with line and column, [`config::ConfigErrors`]) into
+//!   the model the service runs.
+//!
+//! # Rooms
+//!
+//! Each protocol goes one way down: a thin adapter in `api/` (RLS, the
+//! JSON form, `/v1/check`, admin, status and page) or the gateway's routing
+//! turns a request into limits to decide; `decide/` decides them through
+//! the library's `Limiter` (shadow mode, the failure answer and weights
+//! are the limiter's) and keeps the statistics; `runtime/` accepts
+//! connections, exports metrics and reloads the configuration that
+//! `config/` (the rules) and `gateway/` (routes, the proxy) compile.
 
+mod api;
 pub mod config;
-mod connection_io;
 mod decide;
 mod gateway;
-mod http;
-mod reload;
-mod request;
-mod rls;
-mod server;
-pub mod stats;
-mod status;
+mod runtime;
+mod serve;
 mod store;
-mod telemetry;
 
-pub use decide::{Decider, OnStoreFailure};
-pub use http::MAX_BODY_BYTES;
-pub use reload::{Reloader, Watch};
-pub use request::{
-    CheckAnswer, CheckError, CheckRequest, Code, DescriptorStatus, LimitOverride, LimitStatus,
-    MAX_DESCRIPTORS, MAX_ENTRIES, MAX_ENTRY_BYTES, Mode, RequestDescriptor,
-};
-pub use rls::Rls;
-pub use server::{
+pub use api::MAX_BODY_BYTES;
+pub use decide::OnStoreFailure;
+pub use serve::{
     DEFAULT_HEADER_TIMEOUT, Listeners, MIN_ADMIN_TOKEN_LEN, ServeError, ServerConfig, check_admin_token,
     serve,
 };
 pub use slidegate_tower::headers::Families as HeaderFamilies;
-pub use status::{ReloadRecord, ServiceStatus};
 pub use store::ServiceStore;
-pub use telemetry::MAX_VALUE_KEYS;

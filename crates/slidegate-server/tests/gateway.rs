@@ -101,6 +101,7 @@ async fn gateway_with(yaml: &str, adjust: impl FnOnce(&mut ServerConfig)) -> Gat
     support::write(&file, yaml);
     let mut config = ServerConfig::for_gateway(&file, ServiceStore::Memory(MemoryStore::new()));
     config.grace = Duration::from_secs(2);
+    config.metrics_recorder = true;
     adjust(&mut config);
     let http = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let proxy = TcpListener::bind("127.0.0.1:0").await.expect("bind");

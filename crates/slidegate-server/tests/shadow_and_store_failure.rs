@@ -61,6 +61,7 @@ impl Edges {
         let mut config = ServerConfig::new(&rules, store);
         config.gateway = Some(file);
         config.grace = Duration::from_secs(2);
+        config.metrics_recorder = true;
         adjust(&mut config);
         let bind = async || TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let (grpc, http, proxy) = (bind().await, bind().await, bind().await);

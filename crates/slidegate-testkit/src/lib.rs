@@ -23,6 +23,7 @@
 //! ```
 
 mod captured_log;
+mod cluster_nodes;
 pub mod conformance;
 mod fake_clock;
 mod redis_cluster;
@@ -34,7 +35,8 @@ mod upstream;
 
 pub use captured_log::CapturedLog;
 pub use fake_clock::{FakeClock, libfaketime};
-pub use redis_cluster::{ClusterNode, RedisCluster};
+pub use cluster_nodes::ClusterNode;
+pub use redis_cluster::RedisCluster;
 pub use redis_sentinel::{MASTER_NAME, RedisSentinel};
 pub use redis_server::{RedisServer, RedisServerBuilder, free_port};
 pub use tcp_proxy::TcpProxy;

@@ -49,7 +49,7 @@ impl Pattern {
 
 /// One configured descriptor.
 #[derive(Debug, Default)]
-pub struct Node {
+pub(crate) struct Node {
     /// Its key.
     pub(crate) key: String,
     /// Its value as written (`None`: any value).
@@ -88,7 +88,7 @@ impl Node {
 /// bytes first, a cache miss per request once 10,000 rules outgrow the
 /// cache. A level with more than eight keys is indexed by a map.
 #[derive(Debug, Default)]
-pub struct Level {
+pub(crate) struct Level {
     keys: Vec<(Text, Keyed)>,
     /// Each key's place in `keys`, once there are more than `LISTED`.
     index: Option<HashMap<Text, usize>>,

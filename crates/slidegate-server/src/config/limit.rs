@@ -7,7 +7,7 @@ use serde::Serialize;
 use slidegate::Rule;
 
 use super::unit::Unit;
-use crate::stats::Rates;
+use crate::decide::stats::Rates;
 
 /// How a limit decides.
 #[derive(Debug, Clone, PartialEq, Eq)]

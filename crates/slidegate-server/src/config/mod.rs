@@ -32,7 +32,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub(crate) use descriptors::{How, Path as MatchPath};
-pub use descriptors::{Level, Node};
+pub(crate) use descriptors::{Level, Node};
 pub use error::{ConfigError, ConfigErrors};
 pub use files::{MAX_FILE_BYTES, MAX_FILES};
 pub(crate) use files::{Stamps, read};
@@ -41,7 +41,7 @@ pub use gateway::{
     MIN_HEADER_BYTES, Route, RouteLimit, Settings as GatewaySettings,
 };
 pub use limit::{Enforcement, Limit};
-pub use rules::Rules;
+pub(crate) use rules::Rules;
 pub use unit::Unit;
 
 /// The stack of the thread that parses rules.

@@ -12,27 +12,29 @@ use super::Config;
 /// Requests read it without a lock and keep the configuration they read
 /// until they finish; a reload swaps in a new one atomically.
 #[derive(Debug, Clone)]
-pub struct Rules {
+pub(crate) struct Rules {
     current: Arc<ArcSwap<Config>>,
 }
 
 impl Rules {
     /// A handle holding `config`.
-    pub fn new(config: Config) -> Rules {
+    pub(crate) fn new(config: Config) -> Rules {
         Rules { current: Arc::new(ArcSwap::from_pointee(config)) }
     }
 
     /// The configuration in force now.
-    pub fn current(&self) -> Arc<Config> {
+    pub(crate) fn current(&self) -> Arc<Config> {
         self.current.load_full()
     }
 
     /// Puts `config` in force; requests in flight finish on the old one.
-    pub fn replace(&self, config: Config) {
+    #[cfg(test)]
+    pub(crate) fn replace(&self, config: Config) {
         self.current.store(Arc::new(config));
     }
 
-    /// [`Rules::replace`], returning the configuration it replaced.
+    /// Puts `config` in force, returning the configuration it replaced
+    /// (requests in flight finish on that one).
     pub(crate) fn swap(&self, config: Config) -> Arc<Config> {
         self.current.swap(Arc::new(config))
     }

@@ -2,7 +2,7 @@
 //! descriptor, reporting the limit that binds it most.
 
 use super::item::Item;
-use crate::request::{CheckAnswer, Code, DescriptorStatus, LimitStatus};
+use crate::decide::request::{CheckAnswer, Code, DescriptorStatus, LimitStatus};
 
 /// The answer when no limit applies to any descriptor.
 pub(super) fn no_limits(count: usize) -> CheckAnswer {
@@ -23,7 +23,7 @@ pub(super) fn answer(
     (denied, degraded, charged): (bool, bool, bool),
 ) -> CheckAnswer {
     let mut statuses = vec![DescriptorStatus::unlimited_by_config(); count];
-    let now_s = if charged { crate::stats::now_s() } else { 0 };
+    let now_s = if charged { crate::decide::stats::now_s() } else { 0 };
     for item in items {
         let Some(decision) = item.outcome else { continue };
         // A shadow limit's denial is reported as a denial, marked shadow.
@@ -33,7 +33,7 @@ pub(super) fn answer(
         }
         let status = &mut statuses[item.descriptor];
         let stat_key = || match &item.stat_key {
-            Some(key) => crate::telemetry::bounded_value_key(key.clone()),
+            Some(key) => crate::runtime::telemetry::bounded_value_key(key.clone()),
             None => item.limit.stat_key.clone(),
         };
         if !allowed {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use slidegate::{Decision, Rule, WeightedDimension};
 
 use crate::config::{Enforcement, How, Limit, MatchPath};
-use crate::request::{CheckError, LimitOverride};
+use crate::decide::request::{CheckError, LimitOverride};
 
 /// One limit a request met.
 pub(super) struct Item {

@@ -16,6 +16,10 @@
 
 mod answer;
 mod item;
+pub(crate) mod request;
+pub(crate) mod stats;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -25,8 +29,8 @@ use slidegate::limits::MAX_DIMENSIONS;
 use slidegate::{Decision, ErrorKind, FailurePolicy, Limiter, Source, State};
 
 use crate::config::{Config, Enforcement, Rules};
-use crate::request::{CheckAnswer, CheckError, CheckRequest, Mode};
-use crate::stats::ServiceStats;
+use crate::decide::request::{CheckAnswer, CheckError, CheckRequest, Mode};
+use crate::decide::stats::ServiceStats;
 use crate::store::ServiceStore;
 use answer::{answer, no_limits};
 use item::{Item, dimensions, dynamic_stat_key, identity, invalid, merge, override_limit};
@@ -71,7 +75,7 @@ pub enum OnStoreFailure {
 
 /// Decides requests against the configuration in force.
 #[derive(Debug, Clone)]
-pub struct Decider {
+pub(crate) struct Decider {
     /// Decides, with the service's shadow mode and failure answer.
     limiter: Limiter<ServiceStore>,
     rules: Rules,
@@ -83,17 +87,17 @@ impl Decider {
     /// A decider over `limiter`, answering from the configuration `rules`
     /// holds (swapped on reload). The limiter's shadow mode and failure
     /// policy are the service's.
-    pub fn new(limiter: Limiter<ServiceStore>, rules: Rules) -> Decider {
+    pub(crate) fn new(limiter: Limiter<ServiceStore>, rules: Rules) -> Decider {
         Decider { limiter, rules, stats: Arc::default() }
     }
 
     /// The limiter deciding.
-    pub fn limiter(&self) -> &Limiter<ServiceStore> {
+    pub(crate) fn limiter(&self) -> &Limiter<ServiceStore> {
         &self.limiter
     }
 
     /// What it answers when the store fails.
-    pub fn on_store_failure_mode(&self) -> OnStoreFailure {
+    pub(crate) fn on_store_failure_mode(&self) -> OnStoreFailure {
         if self.limiter.failure_policy() == FailurePolicy::Fail {
             OnStoreFailure::Unavailable
         } else {
@@ -102,12 +106,12 @@ impl Decider {
     }
 
     /// Whether global shadow mode is on.
-    pub fn is_shadow(&self) -> bool {
+    pub(crate) fn is_shadow(&self) -> bool {
         self.limiter.is_shadow()
     }
 
     /// The statistics the status page shows.
-    pub fn stats(&self) -> &ServiceStats {
+    pub(crate) fn stats(&self) -> &ServiceStats {
         &self.stats
     }
 
@@ -117,7 +121,7 @@ impl Decider {
     }
 
     /// The configuration handle.
-    pub fn rules(&self) -> &Rules {
+    pub(crate) fn rules(&self) -> &Rules {
         &self.rules
     }
 
@@ -128,7 +132,7 @@ impl Decider {
     /// [`CheckError::Invalid`] for a malformed request;
     /// [`CheckError::Unavailable`] when the store failed and the service
     /// is configured to say so.
-    pub async fn check(&self, request: &CheckRequest, mode: Mode) -> Result<CheckAnswer, CheckError> {
+    pub(crate) async fn check(&self, request: &CheckRequest, mode: Mode) -> Result<CheckAnswer, CheckError> {
         request.validate()?;
         // Held to the end: a request in flight finishes on the configuration
         // it started with, whatever a reload swaps in meanwhile.
@@ -153,7 +157,7 @@ impl Decider {
         let answer = answer(domain.name(), count, items, (denied, degraded, mode == Mode::Charge));
         if mode == Mode::Charge && denied {
             for (status, descriptor) in answer.statuses.iter().zip(&request.descriptors) {
-                if status.code == crate::request::Code::OverLimit {
+                if status.code == crate::decide::request::Code::OverLimit {
                     self.stats.limited(
                         domain.name(),
                         &descriptor.entries,
@@ -221,7 +225,7 @@ impl Decider {
     ///
     /// [`CheckError::Invalid`] for a malformed request;
     /// [`CheckError::Unavailable`] when the store failed.
-    pub async fn reset(&self, request: &CheckRequest) -> Result<usize, CheckError> {
+    pub(crate) async fn reset(&self, request: &CheckRequest) -> Result<usize, CheckError> {
         request.validate()?;
         let config: Arc<Config> = self.rules.current();
         let Some(domain) = config.domain(&request.domain) else { return Ok(0) };

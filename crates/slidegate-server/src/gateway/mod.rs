@@ -43,7 +43,7 @@ pub(crate) use routing::{GatewayService, Table};
 
 use crate::ServiceStore;
 use crate::config::{ConfigErrors, GatewayConfig};
-use crate::stats::ServiceStats;
+use crate::decide::stats::ServiceStats;
 
 /// The gateway: its routes in force, shared by every connection; clones
 /// share them.

@@ -30,8 +30,8 @@ use super::head::request_host_value;
 use super::response::{Late, answer, respond};
 use super::upstream_conns::{Answer, Conns, Failure};
 use crate::config::{GatewaySettings, Route};
-use crate::stats::ServiceStats;
-use crate::telemetry;
+use crate::decide::stats::ServiceStats;
+use crate::runtime::telemetry;
 
 type HttpClient = Client<HttpConnector, Upload>;
 

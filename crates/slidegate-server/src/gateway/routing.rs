@@ -31,8 +31,8 @@ use super::path::{Refused, normalize};
 use super::proxy::{Clients, Deciding, Proxy, Target};
 use crate::ServiceStore;
 use crate::config::{ConfigError, ConfigErrors, GatewayConfig, HostMatch, KeySpec, Route};
-use crate::stats::{Rates, ServiceStats, now_s};
-use crate::telemetry::{self, Outcome, RouteMetrics};
+use crate::decide::stats::{Rates, ServiceStats, now_s};
+use crate::runtime::telemetry::{self, Outcome, RouteMetrics};
 
 /// One route, ready: its limits around its proxy, and its rates for the
 /// status page.

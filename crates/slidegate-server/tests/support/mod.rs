@@ -76,6 +76,7 @@ pub async fn start_at(
 ) -> Service {
     let mut config = ServerConfig::new(&rules, store);
     config.grace = Duration::from_secs(5);
+    config.metrics_recorder = true;
     adjust(&mut config);
     let grpc = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let http = TcpListener::bind("127.0.0.1:0").await.expect("bind");

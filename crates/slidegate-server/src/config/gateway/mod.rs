@@ -31,6 +31,9 @@ use super::error::ConfigErrors;
 use super::limit::Limit;
 
 mod compile;
+mod limits;
+mod settings;
+mod yaml;
 
 /// The most routes a gateway file may hold.
 pub const MAX_ROUTES: usize = 1000;

@@ -18,14 +18,16 @@ use slidegate::{MultiDecision, Rule};
 use slidegate_tower::headers::{Families, for_each_quota_header, quota_headers};
 use tonic::{Request, Response, Status};
 
-use crate::Decider;
 use crate::config::Unit;
-use crate::request::{CheckAnswer, CheckError, CheckRequest, Code, LimitOverride, Mode, RequestDescriptor};
-use crate::telemetry::{Api, observe};
+use crate::decide::Decider;
+use crate::decide::request::{
+    CheckAnswer, CheckError, CheckRequest, Code, LimitOverride, Mode, RequestDescriptor,
+};
+use crate::runtime::telemetry::{Api, observe};
 
 /// The gRPC service: a [`Decider`] behind Envoy's protocol.
 #[derive(Debug, Clone)]
-pub struct Rls {
+pub(crate) struct Rls {
     decider: Decider,
     families: Families,
 }
@@ -33,7 +35,7 @@ pub struct Rls {
 impl Rls {
     /// Answers with `decider`; `families` are the quota headers added to
     /// every answer (none: Envoy builds its own from the statuses).
-    pub fn new(decider: Decider, families: Families) -> Rls {
+    pub(crate) fn new(decider: Decider, families: Families) -> Rls {
         Rls { decider, families }
     }
 }
@@ -191,4 +193,19 @@ fn pb_duration(d: Duration) -> PbDuration {
         seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
     }
+}
+
+/// A gRPC message over [`MAX_BODY_BYTES`] is refused by tonic, before it
+/// is parsed, with `OUT_OF_RANGE`; slidegate answers every malformed
+/// request `INVALID_ARGUMENT` (Envoy and clients treat the two alike, but
+/// one code is one thing to look for). The RLS service itself never
+/// answers `OUT_OF_RANGE`.
+pub(crate) fn oversized_is_invalid(mut response: axum::response::Response) -> axum::response::Response {
+    const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+    if let Some(status) = response.headers_mut().get_mut(GRPC_STATUS)
+        && status == "11"
+    {
+        *status = http::HeaderValue::from_static("3");
+    }
+    response
 }

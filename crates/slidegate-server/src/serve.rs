@@ -3,31 +3,28 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
 use slidegate::{FailurePolicy, Limiter};
 use slidegate_tower::headers::Families;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::api::rls::{Rls, oversized_is_invalid};
+use crate::api::{Api, AppState, MAX_BODY_BYTES};
 use crate::config::{Config, ConfigErrors, GatewayConfig, Rules};
-use crate::connection_io::{HeaderBlocks, Unvectored};
-use crate::gateway::{ConnectionSlot, Gateway, Tasks};
-use crate::http::{Api, AppState, MAX_BODY_BYTES};
-use crate::reload::{Reloader, Seen};
-use crate::rls::Rls;
-use crate::status::ServiceStatus;
+use crate::decide::Decider;
+use crate::gateway::Gateway;
+use crate::runtime::accept::{Connection, accept, api, lock};
+use crate::runtime::exporter::prometheus;
+use crate::runtime::reload::{Reloader, Seen};
+use crate::runtime::status::ServiceStatus;
+use crate::runtime::watch::hangup_task;
 use crate::store::Probing;
-use crate::{Decider, OnStoreFailure, ServiceStore};
+use crate::{OnStoreFailure, ServiceStore};
 
 /// How the service runs: its rules, its store and how it answers.
 #[derive(Debug, Clone)]
@@ -70,6 +67,16 @@ pub struct ServerConfig {
     /// (which is also how long it may stay idle between requests). Slow
     /// or silent clients are closed instead of holding connections open.
     pub header_timeout: Duration,
+    /// Whether `serve` installs the process's global metrics recorder
+    /// (Prometheus, exported at `/metrics`; once per process, shared by
+    /// every server in it). Off by default: an embedding program may have
+    /// its own. `slidegate serve` turns it on.
+    pub metrics_recorder: bool,
+    /// Whether a reload runs at the lowest thread priority with the
+    /// process's transparent huge pages off meanwhile (Linux): it then
+    /// disturbs the decisions around it least. Process-wide, so off by
+    /// default; `slidegate serve` turns it on.
+    pub tune_process: bool,
 }
 
 /// The fewest characters an admin token may have.
@@ -121,6 +128,8 @@ impl ServerConfig {
             grace: Duration::from_secs(10),
             watch: true,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
+            metrics_recorder: false,
+            tune_process: false,
         }
     }
 
@@ -185,46 +194,6 @@ impl std::fmt::Display for ServeError {
 
 impl std::error::Error for ServeError {}
 
-/// How often histogram samples are folded into their buckets.
-const METRICS_UPKEEP: Duration = Duration::from_secs(2);
-
-/// The Prometheus recorder, installed once per process (a second
-/// in-process server shares it; `None` if another recorder was there).
-fn prometheus() -> Option<PrometheusHandle> {
-    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            // Latencies as histograms (Prometheus computes quantiles across
-            // instances from buckets, not from per-process summaries).
-            let builder = PrometheusBuilder::new()
-                .set_buckets_for_metric(
-                    metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
-                    &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0],
-                )
-                .unwrap_or_else(|_| PrometheusBuilder::new());
-            let recorder = builder.build_recorder();
-            let handle = recorder.handle();
-            metrics::set_global_recorder(recorder).ok()?;
-            crate::telemetry::recorder_installed();
-            // Histogram samples pile up until upkeep folds them into their
-            // buckets: without it, a service nobody scrapes grows by every
-            // sample it ever recorded (measured: ~1 MiB a second at 30,000
-            // decisions a second).
-            let upkeep = handle.clone();
-            let spawned = std::thread::Builder::new().name("slidegate-metrics".into()).spawn(move || {
-                loop {
-                    std::thread::sleep(METRICS_UPKEEP);
-                    upkeep.run_upkeep();
-                }
-            });
-            if let Err(error) = spawned {
-                tracing::warn!(%error, "cannot start the metrics upkeep thread");
-            }
-            Some(handle)
-        })
-        .clone()
-}
-
 /// Runs the service until `shutdown` completes, then drains: `/readyz`
 /// turns 503, the listeners stop accepting, requests in flight finish
 /// (for at most `grace`).
@@ -276,7 +245,10 @@ pub async fn serve(
     let decider = Decider::new(limiter.clone(), rules.clone());
     // Installed before the gateway's routes register their metrics (only
     // with an HTTP listener to export them).
-    let metrics = if listeners.http.is_some() { prometheus() } else { None };
+    let metrics = if config.metrics_recorder && listeners.http.is_some() { prometheus() } else { None };
+    if config.tune_process {
+        crate::runtime::process::tune(true);
+    }
     let gateway = gateway_config
         .map(|gateway| {
             Gateway::new(gateway, limiter, config.headers, decider.shared_stats(), config.header_timeout)
@@ -374,147 +346,4 @@ pub async fn serve(
         while connections.join_next().await.is_some() {}
     }
     Ok(())
-}
-
-/// A gRPC message over [`MAX_BODY_BYTES`] is refused by tonic, before it
-/// is parsed, with `OUT_OF_RANGE`; slidegate answers every malformed
-/// request `INVALID_ARGUMENT` (Envoy and clients treat the two alike, but
-/// one code is one thing to look for). The RLS service itself never
-/// answers `OUT_OF_RANGE`.
-fn oversized_is_invalid(mut response: axum::response::Response) -> axum::response::Response {
-    const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
-    if let Some(status) = response.headers_mut().get_mut(GRPC_STATUS)
-        && status == "11"
-    {
-        *status = http::HeaderValue::from_static("3");
-    }
-    response
-}
-
-/// Completes once `stop` says so.
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stop| *stop).await;
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// How one accepted connection is served.
-struct Connection<S> {
-    service: S,
-    builder: auto::Builder<TokioExecutor>,
-    /// Its place under a per-address cap, held while it is open.
-    slot: Option<Arc<ConnectionSlot>>,
-}
-
-/// An API's connections: all served alike, uncapped; a request's head
-/// over HTTP/1.1 must arrive within `header_timeout`.
-fn api<S: Clone>(app: S, header_timeout: Duration) -> impl FnMut(SocketAddr) -> Option<Connection<S>> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout);
-    move |_| Some(Connection { service: app.clone(), builder: builder.clone(), slot: None })
-}
-
-/// Accepts connections on `listener` until `stop`, each served (HTTP/1 or
-/// HTTP/2, which gRPC speaks, with protocol switches such as WebSocket)
-/// as `make` says — or closed at once when it says `None` — in a task of
-/// `connections`; then asks them to finish gracefully. A connection that
-/// sends nothing within `header_timeout` is closed, and so is one whose
-/// HTTP/2 header block does not end within it ([`HeaderBlocks`]).
-async fn accept<M, S, B>(
-    listener: TcpListener,
-    mut make: M,
-    mut stop: watch::Receiver<bool>,
-    connections: Tasks,
-    header_timeout: Duration,
-) where
-    M: FnMut(SocketAddr) -> Option<Connection<S>>,
-    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let graceful = GracefulShutdown::new();
-    let (accept_failed, started) = (LogThrottle::new(), std::time::Instant::now());
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of descriptors or a connection reset before it
-                    // was accepted: keep serving the others (and say so
-                    // once per interval, not a hundred times a second).
-                    let now = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    if let Some(held_back) = accept_failed.pass(now, LogThrottle::EVERY_MS) {
-                        tracing::warn!(
-                            target: "slidegate",
-                            %error,
-                            held_back,
-                            "accept failed{THROTTLED_NOTE}"
-                        );
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-            () = stopped(&mut stop) => break,
-        };
-        let Some(Connection { service, builder, slot }) = make(peer) else {
-            tracing::debug!(target: "slidegate", %peer, "connection refused: too many from this address");
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let (watcher, mut closing) = (graceful.watcher(), stop.clone());
-        let mut set = lock(&connections);
-        // Finished connections leave the set as new ones come.
-        while set.try_join_next().is_some() {}
-        set.spawn(async move {
-            let _slot = slot;
-            // hyper waits for the first bytes (HTTP/1 or HTTP/2?) without
-            // a timeout of its own: a client that connects and says
-            // nothing would hold the connection until shutdown.
-            // (Peeked: `readable` may answer before anything arrived.)
-            let mut first = [0; 1];
-            tokio::select! {
-                waited = tokio::time::timeout(header_timeout, stream.peek(&mut first)) => {
-                    if waited.is_err() {
-                        tracing::debug!(target: "slidegate", %peer, "connection closed: nothing sent in time");
-                        return;
-                    }
-                }
-                () = stopped(&mut closing) => return,
-            }
-            let service = TowerToHyperService::new(service);
-            let io = Unvectored(TokioIo::new(HeaderBlocks::new(stream, header_timeout)));
-            let connection =
-                builder.serve_connection_with_upgrades(io, service).into_owned();
-            let _ = watcher.watch(connection).await;
-        });
-    }
-    drop(listener);
-    // Signals every connection; they end in their own tasks.
-    tokio::spawn(graceful.shutdown());
-}
-
-/// Reloads on `SIGHUP` (Unix).
-fn hangup_task(reloader: Reloader) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let Ok(mut hangups) = signal(SignalKind::hangup()) else { return };
-            while hangups.recv().await.is_some() {
-                tracing::info!(target: "slidegate", "SIGHUP: reloading the rules");
-                let _ = reloader.reload().await;
-            }
-        }
-        #[cfg(not(unix))]
-        drop(reloader);
-    })
 }

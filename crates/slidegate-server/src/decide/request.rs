@@ -9,19 +9,19 @@ use slidegate::{Decision, Rule, State};
 use crate::config::{Limit, Unit};
 
 /// The most descriptors one request may carry.
-pub const MAX_DESCRIPTORS: usize = 64;
+pub(crate) const MAX_DESCRIPTORS: usize = 64;
 
 /// The most entries one descriptor may carry.
-pub const MAX_ENTRIES: usize = 16;
+pub(crate) const MAX_ENTRIES: usize = 16;
 
 /// The longest key or value of an entry, in bytes (longer values are
 /// refused; values up to it are digested into counter keys as the library
 /// digests any long identity).
-pub const MAX_ENTRY_BYTES: usize = 4096;
+pub(crate) const MAX_ENTRY_BYTES: usize = 4096;
 
 /// Whether a request is charged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Decide and charge (`ShouldRateLimit`, `/json`, `/v1/check`).
     Charge,
     /// Answer as `Charge` would, charging nothing (`/v1/peek`).
@@ -30,7 +30,7 @@ pub enum Mode {
 
 /// A rate-limit request: a domain and descriptors.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CheckRequest {
+pub(crate) struct CheckRequest {
     /// The configuration domain.
     pub domain: String,
     /// What the request is: each descriptor a list of `(key, value)` entries.
@@ -41,7 +41,7 @@ pub struct CheckRequest {
 
 /// One descriptor of a request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RequestDescriptor {
+pub(crate) struct RequestDescriptor {
     /// `(key, value)` entries, matched against the domain's descriptors in order.
     pub entries: Vec<(String, String)>,
     /// This descriptor's own weight, which wins over the request's; 0
@@ -53,7 +53,7 @@ pub struct RequestDescriptor {
 
 /// A descriptor's own limit (Envoy's `RateLimitDescriptor.limit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LimitOverride {
+pub(crate) struct LimitOverride {
     /// The most requests per unit.
     pub requests_per_unit: u32,
     /// The unit.
@@ -62,7 +62,7 @@ pub struct LimitOverride {
 
 /// Over the limit or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Code {
+pub(crate) enum Code {
     /// Within every limit (or shadow mode).
     Ok,
     /// Over a limit.
@@ -71,7 +71,7 @@ pub enum Code {
 
 /// The answer to a [`CheckRequest`].
 #[derive(Debug, Clone)]
-pub struct CheckAnswer {
+pub(crate) struct CheckAnswer {
     /// `OverLimit` when some enforced limit denied (then nothing was charged).
     pub code: Code,
     /// One status per request descriptor, in order.
@@ -100,7 +100,7 @@ impl CheckAnswer {
 
 /// How one request descriptor stands.
 #[derive(Debug, Clone)]
-pub struct DescriptorStatus {
+pub(crate) struct DescriptorStatus {
     /// Over its limit or not (a shadow limit's denial is `Ok`).
     pub code: Code,
     /// The limit that binds it most (the denying one with the longest
@@ -122,7 +122,7 @@ pub struct DescriptorStatus {
 
 /// How one limit of a descriptor decided.
 #[derive(Debug, Clone)]
-pub struct LimitStatus {
+pub(crate) struct LimitStatus {
     /// The limit.
     pub limit: Arc<Limit>,
     /// Within it, or over.
@@ -157,7 +157,7 @@ impl DescriptorStatus {
 
 /// Why a request was not answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CheckError {
+pub(crate) enum CheckError {
     /// The request is malformed (a 400, `INVALID_ARGUMENT`): the message
     /// names the field.
     Invalid(String),
@@ -182,7 +182,7 @@ impl CheckRequest {
     /// # Errors
     ///
     /// [`CheckError::Invalid`] naming the field that is out of bounds.
-    pub fn validate(&self) -> Result<(), CheckError> {
+    pub(crate) fn validate(&self) -> Result<(), CheckError> {
         let invalid = |m: String| Err(CheckError::Invalid(m));
         if self.domain.is_empty() {
             return invalid("`domain` must not be empty".into());

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Seconds the ring covers.
-pub const SECONDS: usize = 300;
+pub(crate) const SECONDS: usize = 300;
 
 /// One limit's per-second counts. The ring (about 5 KB) is allocated when
 /// the limit's first second is over: a configuration of 10,000
@@ -17,7 +17,7 @@ pub const SECONDS: usize = 300;
 /// the limit's own cache lines); a reload's new limit takes them over
 /// ([`Rates::take_over`]).
 #[derive(Debug)]
-pub struct Rates {
+pub(crate) struct Rates {
     /// The second being counted (the latest seen).
     current: Slot,
     /// The seconds before it; shared with the limit that took them over.
@@ -53,7 +53,7 @@ impl Slot {
 
 impl Rates {
     /// Counts one decision made in second `now_s` (of any epoch).
-    pub fn record(&self, now_s: u64, admitted: bool) {
+    pub(crate) fn record(&self, now_s: u64, admitted: bool) {
         let held = self.current.second.load(Ordering::Relaxed);
         if held != now_s {
             if held != u64::MAX && now_s < held {
@@ -88,7 +88,7 @@ impl Rates {
     /// yet: `other`'s ring, shared from now on, and a copy of the second it
     /// is counting. A decision racing the hand-over may count in either (a
     /// display, not an account).
-    pub fn take_over(&self, other: &Rates) {
+    pub(crate) fn take_over(&self, other: &Rates) {
         let (mine, theirs) = (&self.current, &other.current);
         mine.second.store(theirs.second.load(Ordering::Relaxed), Ordering::Relaxed);
         mine.admitted.store(theirs.admitted.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -125,7 +125,7 @@ impl Rates {
 
     /// `(admitted, limited)` for each of the `SECONDS` seconds up to and
     /// including `now_s` (oldest first; seconds without decisions are zero).
-    pub fn series(&self, now_s: u64) -> (Vec<u32>, Vec<u32>) {
+    pub(crate) fn series(&self, now_s: u64) -> (Vec<u32>, Vec<u32>) {
         let mut admitted = Vec::with_capacity(SECONDS);
         let mut limited = Vec::with_capacity(SECONDS);
         let ring = self.ring.get();

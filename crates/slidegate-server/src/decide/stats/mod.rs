@@ -11,16 +11,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-pub use latency::Latency;
-pub use rates::{Rates, SECONDS};
-pub use top::{Heavy, MAX_SHOWN_BYTES, TopLimited};
+pub(crate) use latency::Latency;
+pub(crate) use rates::{Rates, SECONDS};
+pub(crate) use top::{Heavy, TopLimited};
 
 /// How many identities the top-limited sketch counts.
-pub const TOP_K: usize = 100;
+pub(crate) const TOP_K: usize = 100;
 
 /// The service's own statistics, shared by every request.
 #[derive(Debug)]
-pub struct ServiceStats {
+pub(crate) struct ServiceStats {
     top: Mutex<TopLimited>,
     latency: Latency,
     degraded: AtomicU64,
@@ -44,7 +44,13 @@ pub(crate) fn now_s() -> u64 {
 impl ServiceStats {
     /// Counts a limited request of the descriptor `entries` in `domain`,
     /// shown as `domain: key=value, key=value`.
-    pub fn limited(&self, domain: &str, entries: &[(String, String)], remaining: u32, retry_after: Duration) {
+    pub(crate) fn limited(
+        &self,
+        domain: &str,
+        entries: &[(String, String)],
+        remaining: u32,
+        retry_after: Duration,
+    ) {
         let mut shown = domain.to_owned();
         for (i, (key, value)) in entries.iter().enumerate() {
             shown.push_str(if i == 0 { ": " } else { ", " });
@@ -56,28 +62,28 @@ impl ServiceStats {
     }
 
     /// Counts a store call that took `took`.
-    pub fn store_call(&self, took: Duration) {
+    pub(crate) fn store_call(&self, took: Duration) {
         self.latency.record(now_s(), u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
     }
 
     /// Counts a request a failure policy answered.
-    pub fn degraded(&self) {
+    pub(crate) fn degraded(&self) {
         self.degraded.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The most limited identities, most first.
-    pub fn top(&self) -> Vec<Heavy> {
+    pub(crate) fn top(&self) -> Vec<Heavy> {
         self.top.lock().unwrap_or_else(PoisonError::into_inner).top()
     }
 
     /// Store latency `(p50, p99)` in µs over the last minute or two.
-    pub fn store_latency(&self) -> Option<(f64, f64)> {
+    pub(crate) fn store_latency(&self) -> Option<(f64, f64)> {
         let q = self.latency.quantiles(now_s(), &[0.5, 0.99])?;
         Some((q[0], q[1]))
     }
 
     /// Requests a failure policy answered since start.
-    pub fn degraded_total(&self) -> u64 {
+    pub(crate) fn degraded_total(&self) -> u64 {
         self.degraded.load(Ordering::Relaxed)
     }
 }

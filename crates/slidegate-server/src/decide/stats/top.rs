@@ -8,11 +8,11 @@ use std::time::Duration;
 
 /// The longest identity kept, in bytes (longer ones are cut, marked `…`):
 /// the sketch's memory is bounded by k × this, whatever clients send.
-pub const MAX_SHOWN_BYTES: usize = 256;
+pub(crate) const MAX_SHOWN_BYTES: usize = 256;
 
 /// One counted identity.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Heavy {
+pub(crate) struct Heavy {
     /// The identity as shown (`domain` and the descriptor's entries).
     pub identity: String,
     /// Its limited requests, at most `error` above the truth.
@@ -27,19 +27,19 @@ pub struct Heavy {
 
 /// A space-saving sketch of the `capacity` most limited identities.
 #[derive(Debug)]
-pub struct TopLimited {
+pub(crate) struct TopLimited {
     capacity: usize,
     entries: HashMap<String, Heavy>,
 }
 
 impl TopLimited {
     /// An empty sketch of `capacity` counters (at least 1).
-    pub fn new(capacity: usize) -> TopLimited {
+    pub(crate) fn new(capacity: usize) -> TopLimited {
         TopLimited { capacity: capacity.max(1), entries: HashMap::with_capacity(capacity.max(1)) }
     }
 
     /// Counts one limited request of `identity`.
-    pub fn record(&mut self, identity: &str, remaining: u32, retry_after: Duration) {
+    pub(crate) fn record(&mut self, identity: &str, remaining: u32, retry_after: Duration) {
         let retry_after_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
         if let Some(heavy) = self.entries.get_mut(identity) {
             heavy.count += 1;
@@ -69,15 +69,10 @@ impl TopLimited {
     }
 
     /// The counted identities, most limited first.
-    pub fn top(&self) -> Vec<Heavy> {
+    pub(crate) fn top(&self) -> Vec<Heavy> {
         let mut top: Vec<Heavy> = self.entries.values().cloned().collect();
         top.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.identity.cmp(&b.identity)));
         top
-    }
-
-    /// Forgets everything (a reload of different rules).
-    pub fn clear(&mut self) {
-        self.entries.clear();
     }
 }
 

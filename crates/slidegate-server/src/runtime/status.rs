@@ -8,7 +8,7 @@ use serde::Serialize;
 
 /// The outcome of the last (re)load of the rules.
 #[derive(Debug, Clone, Serialize)]
-pub struct ReloadRecord {
+pub(crate) struct ReloadRecord {
     /// Seconds since the UNIX epoch.
     pub at_unix_s: u64,
     /// `ok` or `error`.
@@ -24,7 +24,7 @@ pub struct ReloadRecord {
 
 /// Shared by the APIs, the reloader and the shutdown.
 #[derive(Debug)]
-pub struct ServiceStatus {
+pub(crate) struct ServiceStatus {
     shutting_down: AtomicBool,
     last_reload: Mutex<ReloadRecord>,
     /// Reloads since the start, whatever their result.
@@ -39,7 +39,7 @@ fn unix_s(at: SystemTime) -> u64 {
 impl ServiceStatus {
     /// A service that loaded the rules of hash `config_hash` (and the
     /// gateway file of hash `gateway_hash`).
-    pub fn new(config_hash: &str, gateway_hash: Option<&str>) -> ServiceStatus {
+    pub(crate) fn new(config_hash: &str, gateway_hash: Option<&str>) -> ServiceStatus {
         let now = SystemTime::now();
         ServiceStatus {
             shutting_down: AtomicBool::new(false),
@@ -56,17 +56,17 @@ impl ServiceStatus {
     }
 
     /// Marks the service as draining: `/readyz` answers 503 from now on.
-    pub fn begin_shutdown(&self) {
+    pub(crate) fn begin_shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
     }
 
     /// Whether it is draining.
-    pub fn is_shutting_down(&self) -> bool {
+    pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::SeqCst)
     }
 
     /// Records a reload.
-    pub fn record_reload(&self, errors: Vec<String>, config_hash: &str, gateway_hash: Option<&str>) {
+    pub(crate) fn record_reload(&self, errors: Vec<String>, config_hash: &str, gateway_hash: Option<&str>) {
         let record = ReloadRecord {
             at_unix_s: unix_s(SystemTime::now()),
             result: if errors.is_empty() { "ok" } else { "error" },
@@ -79,17 +79,17 @@ impl ServiceStatus {
     }
 
     /// How many reloads ran since the start, whatever their result.
-    pub fn reloads(&self) -> u64 {
+    pub(crate) fn reloads(&self) -> u64 {
         self.reloads.load(Ordering::Relaxed)
     }
 
     /// The last reload.
-    pub fn last_reload(&self) -> ReloadRecord {
+    pub(crate) fn last_reload(&self) -> ReloadRecord {
         self.last_reload.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// When the service started (seconds since the UNIX epoch).
-    pub fn started_unix_s(&self) -> u64 {
+    pub(crate) fn started_unix_s(&self) -> u64 {
         unix_s(self.started)
     }
 }

@@ -72,7 +72,7 @@ fn breaker_name(state: BreakerState) -> &'static str {
 /// the most limited identities; the store's health.
 pub(super) async fn stats(State(app): State<AppState>) -> Response {
     let config = app.decider.rules().current();
-    let now = crate::stats::now_s();
+    let now = crate::decide::stats::now_s();
     let limits: Vec<serde_json::Value> = config
         .limits()
         .into_iter()
@@ -94,7 +94,7 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
     let limiter = app.decider.limiter();
     axum::Json(json!({
         "now_unix_s": now,
-        "seconds": crate::stats::SECONDS,
+        "seconds": crate::decide::stats::SECONDS,
         "config": {
             "hash": config.hash(),
             "files": shown(config.files()),
@@ -208,7 +208,11 @@ pub(super) async fn metrics(State(app): State<AppState>) -> Response {
         Some(handle) => {
             ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render()).into_response()
         }
-        None => (StatusCode::NOT_FOUND, "metrics are recorded by another exporter in this process\n")
+        None => (
+            StatusCode::NOT_FOUND,
+            "no metrics here: this server was started without its recorder (ServerConfig::metrics_recorder), \
+             or another exporter records in this process\n",
+        )
             .into_response(),
     }
 }

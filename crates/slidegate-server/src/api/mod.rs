@@ -8,8 +8,9 @@
 
 mod admin;
 mod check;
-mod envoy_json;
+mod json;
 mod page;
+pub(crate) mod rls;
 mod status;
 
 use std::convert::Infallible;
@@ -30,11 +31,11 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::de::DeserializeOwned;
 use slidegate_tower::headers::Families;
 
-use crate::Decider;
+use crate::decide::Decider;
+use crate::decide::request::{CheckError, Mode};
 use crate::gateway::Gateway;
-use crate::reload::Reloader;
-use crate::request::{CheckError, Mode};
-use crate::status::ServiceStatus;
+use crate::runtime::reload::Reloader;
+use crate::runtime::status::ServiceStatus;
 
 /// The largest request body (64 KiB): a rate-limit request is a few
 /// hundred bytes.
@@ -148,7 +149,7 @@ where
             let (decider, families) = (&checks.decider, checks.families);
             Ok(match direct {
                 Direct::Check(mode) => check::answer(decider, families, &body, mode).await,
-                Direct::EnvoyJson => envoy_json::answer(decider, families, &body).await,
+                Direct::EnvoyJson => json::answer(decider, families, &body).await,
             })
         })
     }
@@ -225,7 +226,7 @@ fn json_answer(
 /// checks' `POST`s before it, and it answers their other methods (405).
 fn router(state: AppState) -> Router {
     let mut router = Router::new()
-        .route("/json", post(envoy_json::handle).get(envoy_json::handle))
+        .route("/json", post(json::handle).get(json::handle))
         .route("/v1/check", post(check::check))
         .route("/v1/peek", post(check::peek))
         .route("/v1/status", get(status::status))

@@ -25,7 +25,7 @@ impl Generation {
 
 /// Latencies of the last one to two minutes.
 #[derive(Debug)]
-pub struct Latency {
+pub(crate) struct Latency {
     generations: [Generation; 2],
 }
 
@@ -49,7 +49,7 @@ fn bound(b: usize) -> f64 {
 
 impl Latency {
     /// Counts one store call of `micros` µs at second `now_s`.
-    pub fn record(&self, now_s: u64, micros: u64) {
+    pub(crate) fn record(&self, now_s: u64, micros: u64) {
         let minute = now_s / GENERATION_S;
         let generation = &self.generations[usize::try_from(minute % 2).unwrap_or(0)];
         let held = generation.minute.load(Ordering::Relaxed);
@@ -65,7 +65,7 @@ impl Latency {
 
     /// The `q` quantiles (0..=1) in µs at second `now_s`, from this minute
     /// and the one before; `None` without calls.
-    pub fn quantiles(&self, now_s: u64, qs: &[f64]) -> Option<Vec<f64>> {
+    pub(crate) fn quantiles(&self, now_s: u64, qs: &[f64]) -> Option<Vec<f64>> {
         let minute = now_s / GENERATION_S;
         let mut counts = [0u64; BUCKETS];
         for generation in &self.generations {

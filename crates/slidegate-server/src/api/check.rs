@@ -19,15 +19,15 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use slidegate_tower::headers::Families;
 
-use super::envoy_json::JsonEntry;
+use super::json::JsonEntry;
 use super::{AppState, bad_request, json_answer, parse_body};
-use crate::Decider;
+use crate::api::rls::headers_of;
 use crate::config::Limit;
-use crate::request::{
+use crate::decide::Decider;
+use crate::decide::request::{
     CheckAnswer, CheckError, CheckRequest, Code, DescriptorStatus, LimitStatus, Mode, RequestDescriptor,
 };
-use crate::rls::headers_of;
-use crate::telemetry::{Api, observe};
+use crate::runtime::telemetry::{Api, observe};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -15,11 +15,11 @@ use serde_json::{Map, Value, json};
 use slidegate_tower::headers::Families;
 
 use super::{AppState, bad_request, json_answer, parse_body};
-use crate::Decider;
+use crate::api::rls::to_pb;
 use crate::config::Unit;
-use crate::request::{CheckError, CheckRequest, LimitOverride, Mode, RequestDescriptor};
-use crate::rls::to_pb;
-use crate::telemetry::{Api, observe};
+use crate::decide::Decider;
+use crate::decide::request::{CheckError, CheckRequest, LimitOverride, Mode, RequestDescriptor};
+use crate::runtime::telemetry::{Api, observe};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,0 +1,143 @@
+//! The limits of a route, or the gateway's: each a limit as the rules
+//! write one, with a `key` and `on_missing`, compiled into a rule named
+//! `<route>.<name>` (or `gateway.<name>`).
+
+use std::sync::Arc;
+
+use serde_saphyr::Spanned;
+use slidegate_tower::MissingKey;
+
+use super::yaml::LimitYaml;
+use super::{KeySpec, MAX_PART_LEN, RouteLimit};
+use crate::config::build::Builder;
+use crate::config::limit::Enforcement;
+use crate::config::yaml::{RateLimitYaml, position};
+
+/// Whether `name` can be part of a rule's name.
+pub(super) fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_PART_LEN
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+}
+
+/// The limits of a route (or the gateway's, `scope` "gateway").
+pub(super) fn limits(
+    builder: &mut Builder<'_>,
+    yaml: Vec<Spanned<LimitYaml>>,
+    scope: &str,
+) -> Vec<RouteLimit> {
+    let mut out: Vec<RouteLimit> = Vec::new();
+    for (index, limit) in yaml.into_iter().enumerate() {
+        let at = position(&limit);
+        let limit = limit.value;
+        let key = match &limit.key {
+            None => {
+                builder.error(
+                    at,
+                    "a limit needs a `key`: global, client_ip, peer_ip, path, route or header:<name>",
+                );
+                None
+            }
+            Some(key) => match KeySpec::parse(&key.value) {
+                Ok(key) => Some(key),
+                Err(message) => {
+                    builder.error(position(key), message);
+                    None
+                }
+            },
+        };
+        let missing = match limit.on_missing.as_ref() {
+            None => Some(MissingKey::default()),
+            Some(m) => match m.value.trim() {
+                "shared" => Some(MissingKey::default()),
+                "skip" => Some(MissingKey::Skip),
+                "reject" => Some(MissingKey::Reject),
+                other => {
+                    builder.error(
+                        position(m),
+                        format!("unknown `on_missing: {other}`: expected shared, skip or reject"),
+                    );
+                    None
+                }
+            },
+        };
+        let name = match (&limit.name, &key) {
+            (Some(name), _) if !valid_name(name.value.trim()) => {
+                builder.error(
+                    position(name),
+                    format!(
+                        "limit name `{}` must be 1 to {} characters of A-Z a-z 0-9 _ -",
+                        name.value, MAX_PART_LEN
+                    ),
+                );
+                None
+            }
+            (Some(name), _) => Some(name.value.trim().to_owned()),
+            (None, Some(key)) => {
+                let name = key.name().replace(':', "-");
+                if valid_name(&name) {
+                    Some(name)
+                } else {
+                    builder.error(
+                        at,
+                        format!(
+                            "this limit needs a `name`: its key `{}` makes no name of 1 to {MAX_PART_LEN} \
+                             characters of A-Z a-z 0-9 _ -",
+                            key.name()
+                        ),
+                    );
+                    None
+                }
+            }
+            (None, None) => None,
+        };
+        let written = RateLimitYaml {
+            name: None,
+            replaces: None,
+            unit: limit.unit,
+            requests_per_unit: limit.requests_per_unit,
+            unlimited: None,
+            algorithm: limit.algorithm,
+            window: limit.window,
+            penalty: limit.penalty.map(Box::new),
+        };
+        let stat_key = format!("{scope}.{}", name.as_deref().unwrap_or(""));
+        let shadow = limit.shadow_mode.unwrap_or(false);
+        let built = builder.limit(written, at, index, shadow, &stat_key);
+        let (Some(key), Some(missing), Some(name), Some(mut built)) = (key, missing, name, built) else {
+            continue;
+        };
+        let rule_name = format!("{scope}.{name}");
+        let rule = match &built.enforcement {
+            Enforcement::Rule(rule) => rule.clone().named(&rule_name),
+            Enforcement::Block | Enforcement::Unlimited => {
+                builder.error(
+                    at,
+                    "`requests_per_unit` must be at least 1 (to refuse a route's requests, leave it out)",
+                );
+                continue;
+            }
+        };
+        let rule = match rule {
+            Ok(rule) => rule,
+            Err(error) => {
+                builder.error(at, format!("this limit cannot be enforced: {error}"));
+                continue;
+            }
+        };
+        if let Some(other) = out.iter().find(|l| l.rule.name() == Some(rule_name.as_str())) {
+            builder.error(
+                at,
+                format!(
+                    "two limits of `{scope}` are called `{name}` (the first at {}); give each a `name`",
+                    other.limit.source
+                ),
+            );
+            continue;
+        }
+        built.name = Some(rule_name);
+        built.enforcement = Enforcement::Rule(rule.clone());
+        out.push(RouteLimit { limit: Arc::new(built), rule, key, missing });
+    }
+    out
+}
