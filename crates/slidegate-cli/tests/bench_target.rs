@@ -1,23 +1,23 @@
 //! `slidegate bench --target` against real services: the `slidegate` binary
-//! serving its rules over gRPC and HTTP, and as a gateway in front of an
-//! upstream in this process. A closed-loop run over a few keys is counted
-//! exactly (the sliding window admits `limit` per key, no more, no less);
-//! errors the service answers are counted by kind, not fatal; bad usage is
-//! refused with a message that says what is wrong.
+//! serving its rules over gRPC and HTTP, and as a gateway in front of the
+//! testkit's upstream in this process. A closed-loop run over a few keys is
+//! counted exactly (the sliding window admits `limit` per key, no more, no
+//! less); errors the service answers are counted by kind, not fatal; bad
+//! usage is refused with a message that says what is wrong.
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
 use common::{collect_stderr, failure, slidegate, success};
 use serde_json::Value;
+use slidegate_testkit::Upstream;
 
 const BIN: &str = env!("CARGO_BIN_EXE_slidegate");
 
@@ -172,67 +172,6 @@ fn rules_file(dir: &Path) -> PathBuf {
     path
 }
 
-/// An HTTP/1.1 upstream in this process: a thread per connection, every
-/// request answered `200 ok` on a kept-alive connection, and counted.
-struct Upstream {
-    port: u16,
-    answered: Arc<AtomicUsize>,
-}
-
-impl Upstream {
-    fn start() -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the upstream");
-        let port = listener.local_addr().expect("address").port();
-        let answered = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&answered);
-        // Lives as long as the test process: it only ever waits on accept.
-        thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let counter = Arc::clone(&counter);
-                thread::spawn(move || {
-                    let _ = serve_connection(stream, &counter);
-                });
-            }
-        });
-        Upstream { port, answered }
-    }
-
-    fn answered(&self) -> usize {
-        self.answered.load(Ordering::SeqCst)
-    }
-}
-
-/// Answers the requests of one connection until the peer closes it.
-fn serve_connection(stream: TcpStream, answered: &AtomicUsize) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(IO_TIMEOUT))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut out = stream;
-    loop {
-        let mut length = 0;
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        loop {
-            line.clear();
-            reader.read_line(&mut line)?;
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':')
-                && name.trim().eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        std::io::copy(&mut reader.by_ref().take(length), &mut std::io::sink())?;
-        answered.fetch_add(1, Ordering::SeqCst);
-        out.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")?;
-    }
-}
-
 // ---------------------------------------------------------------------------
 // The benchmark.
 
@@ -384,7 +323,7 @@ fn through_the_gateway_2xx_is_allowed_and_429_denied() {
         format!(
             "routes:\n  - name: api\n    upstreams: [http://127.0.0.1:{}]\n    limits:\n      \
              - {{ key: \"header:x-user\", requests_per_unit: 5, unit: minute }}\n",
-            upstream.port
+            upstream.addr().port()
         ),
     )
     .expect("write the gateway file");
@@ -397,7 +336,7 @@ fn through_the_gateway_2xx_is_allowed_and_429_denied() {
     assert_eq!(outcome(&report), (15, 15, 0), "5 of each key's 10: {report}\n{}", gateway.stderr());
     assert_eq!(report["protocol"], "http");
     assert!(report["domain"].is_null(), "a GET, not a JSON check: {report}");
-    assert_eq!(upstream.answered(), 15, "only the allowed requests reach the upstream");
+    assert_eq!(upstream.requests(), 15, "only the allowed requests reach the upstream");
 }
 
 #[test]

@@ -1,25 +1,25 @@
 //! `slidegate serve --gateway` as users run it: the real binary in front of
-//! a real upstream (a small HTTP/1.1 server in this process), real sockets,
+//! a real upstream (the testkit's, in this process), real sockets,
 //! real Redis. Two gateways sharing one Redis admit exactly the limit
 //! between them; gigabyte bodies stream both ways in flat memory; SIGHUP
 //! reloads the routes and a broken file keeps them; `--check` lists every
 //! problem; SIGTERM lets a request in flight finish and exits 0.
 //!
-//! The HTTP is written by hand over `std::net` (a few dozen lines): the
-//! tests see exactly what goes over the wire, and need no HTTP library.
+//! The clients' HTTP is written by hand over `std::net` (a few dozen
+//! lines): the tests see exactly what goes over the wire, and need no HTTP
+//! library.
 
 mod common;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use slidegate_testkit::{RedisServer, free_port};
+use slidegate_testkit::{RedisServer, Upstream, free_port};
 
 const BIN: &str = env!("CARGO_BIN_EXE_slidegate");
 
@@ -37,7 +37,7 @@ const PEAK_RSS_BOUND_KIB: u64 = 200 * 1024;
 // ---------------------------------------------------------------------------
 // HTTP/1.1 over std::net.
 
-/// A request's or response's head: its first line and its headers.
+/// A response's head: its status line and its headers.
 #[derive(Debug)]
 struct Head {
     line: String,
@@ -78,21 +78,11 @@ impl Head {
     fn status(&self) -> u16 {
         self.line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
     }
-
-    /// A request's target.
-    fn target(&self) -> &str {
-        self.line.split(' ').nth(1).unwrap_or("")
-    }
 }
 
-/// Reads the body framed by `head` into `sink` (chunked, `Content-Length`,
-/// or — for a response — until the connection closes); its length.
-fn read_body(
-    reader: &mut impl BufRead,
-    head: &Head,
-    response: bool,
-    sink: &mut impl Write,
-) -> io::Result<u64> {
+/// Reads the body of the response `head` into `sink` (chunked,
+/// `Content-Length`, or until the connection closes); its length.
+fn read_body(reader: &mut impl BufRead, head: &Head, sink: &mut impl Write) -> io::Result<u64> {
     let eof = || io::Error::new(io::ErrorKind::UnexpectedEof, "the body ended early");
     let chunked =
         head.header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
@@ -134,8 +124,7 @@ fn read_body(
             }
             Ok(length)
         }
-        None if response => io::copy(reader, sink),
-        None => Ok(0),
+        None => io::copy(reader, sink),
     }
 }
 
@@ -171,7 +160,7 @@ fn read_reply(stream: TcpStream) -> io::Result<Reply> {
     let head = Head::read(&mut reader)?
         .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "no response"))?;
     let mut body = Vec::new();
-    read_body(&mut reader, &head, true, &mut body)?;
+    read_body(&mut reader, &head, &mut body)?;
     Ok(Reply { head, body: String::from_utf8_lossy(&body).into_owned() })
 }
 
@@ -180,88 +169,13 @@ fn get(port: u16, path: &str) -> Reply {
 }
 
 // ---------------------------------------------------------------------------
-// The upstream: an HTTP/1.1 server in this process, a thread per connection.
-//
-// * `/count`: reads the request body, discarding it, and answers how many
-//   bytes it had;
-// * `/download/<n>`: answers `n` bytes, written as they go;
-// * `/slow`: answers `slow done` two seconds after the request arrived;
-// * anything else: answers the upstream's name.
+// The upstream: the testkit's, in this process (it echoes as JSON, counts
+// bodies at `/count`, streams at `/stream/<n>`, waits at `/sleep/<ms>`).
 
-#[derive(Default)]
-struct Counters {
-    /// Requests answered with the name.
-    named: AtomicUsize,
-    /// `/slow` requests arrived.
-    slow: AtomicUsize,
-}
-
-struct Upstream {
-    port: u16,
-    counters: Arc<Counters>,
-}
-
-impl Upstream {
-    fn start(name: &'static str) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the upstream");
-        let port = listener.local_addr().expect("address").port();
-        let counters = Arc::new(Counters::default());
-        let shared = Arc::clone(&counters);
-        // Lives as long as the test process: it only ever waits on accept.
-        thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let counters = Arc::clone(&shared);
-                thread::spawn(move || {
-                    let _ = answer(stream, name, &counters);
-                });
-            }
-        });
-        Upstream { port, counters }
-    }
-
-    fn named(&self) -> usize {
-        self.counters.named.load(Ordering::SeqCst)
-    }
-}
-
-fn answer(stream: TcpStream, name: &str, counters: &Counters) -> io::Result<()> {
-    stream.set_read_timeout(Some(IO_TIMEOUT))?;
-    stream.set_write_timeout(Some(IO_TIMEOUT))?;
-    let mut reader = BufReader::with_capacity(256 * 1024, stream.try_clone()?);
-    let mut out = stream;
-    // One request per connection (`Connection: close`): the gateway's pool
-    // never reuses a connection the upstream is closing.
-    let Some(head) = Head::read(&mut reader)? else { return Ok(()) };
-    let received = read_body(&mut reader, &head, false, &mut io::sink())?;
-    let target = head.target().to_owned();
-    let respond = |out: &mut TcpStream, body: &str| {
-        write!(
-            out,
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-    };
-    if target == "/count" {
-        respond(&mut out, &received.to_string())?;
-    } else if let Some(length) = target.strip_prefix("/download/") {
-        let mut left: u64 = length.parse().unwrap_or(0);
-        write!(out, "HTTP/1.1 200 OK\r\nContent-Length: {left}\r\nConnection: close\r\n\r\n")?;
-        let block = vec![b'x'; 256 * 1024];
-        while left > 0 {
-            let n = usize::try_from(left.min(block.len() as u64)).unwrap_or(block.len());
-            out.write_all(&block[..n])?;
-            left -= n as u64;
-        }
-    } else if target == "/slow" {
-        counters.slow.fetch_add(1, Ordering::SeqCst);
-        thread::sleep(Duration::from_secs(2));
-        respond(&mut out, "slow done")?;
-    } else {
-        counters.named.fetch_add(1, Ordering::SeqCst);
-        respond(&mut out, name)?;
-    }
-    out.flush()
+/// A field of the upstream's echo in `reply` (not an echo: none).
+fn echoed(reply: &Reply, field: &str) -> Option<String> {
+    let echo: serde_json::Value = serde_json::from_str(&reply.body).ok()?;
+    echo[field].as_str().map(str::to_owned)
 }
 
 // ---------------------------------------------------------------------------
@@ -380,7 +294,7 @@ fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 #[test]
 fn two_gateways_sharing_one_redis_admit_exactly_the_limit() {
     let redis = RedisServer::start().expect("redis-server");
-    let upstream = Upstream::start("upstream");
+    let upstream = Upstream::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("gateway.yaml");
     std::fs::write(
@@ -388,7 +302,7 @@ fn two_gateways_sharing_one_redis_admit_exactly_the_limit() {
         format!(
             "routes:\n  - name: api\n    upstreams: [http://127.0.0.1:{}]\n    limits:\n      \
              - {{ key: global, requests_per_unit: 50, unit: minute }}\n",
-            upstream.port
+            upstream.addr().port()
         ),
     )
     .expect("write");
@@ -410,18 +324,19 @@ fn two_gateways_sharing_one_redis_admit_exactly_the_limit() {
             thread::spawn(move || {
                 start.wait();
                 let reply = send(port, "GET", &format!("/items/{i}")).expect("request");
-                (reply.status(), reply.body)
+                (reply.status(), echoed(&reply, "upstream"))
             })
         })
         .collect();
-    let replies: Vec<(u16, String)> = threads.into_iter().map(|t| t.join().expect("caller")).collect();
+    let replies: Vec<(u16, Option<String>)> =
+        threads.into_iter().map(|t| t.join().expect("caller")).collect();
     let ok = replies.iter().filter(|(status, _)| *status == 200).count();
     let limited = replies.iter().filter(|(status, _)| *status == 429).count();
     let others: Vec<_> = replies.iter().filter(|(status, _)| !matches!(status, 200 | 429)).collect();
     assert!(others.is_empty(), "only 200 and 429: {others:?}");
     assert_eq!((ok, limited), (50, 150), "exactly the limit, across both gateways");
-    assert!(replies.iter().filter(|(s, _)| *s == 200).all(|(_, body)| body == "upstream"));
-    assert_eq!(upstream.named(), 50, "only admitted requests reach the upstream");
+    assert!(replies.iter().filter(|(s, _)| *s == 200).all(|(_, echo)| echo.as_deref() == Some("upstream")));
+    assert_eq!(upstream.requests(), 50, "only admitted requests reach the upstream");
 
     assert!(a.terminate().success(), "SIGTERM drains and exits 0");
     assert!(b.terminate().success());
@@ -450,7 +365,7 @@ fn upload(port: u16, path: &str, length: u64) -> io::Result<Reply> {
 
 #[test]
 fn gigabyte_bodies_stream_both_ways_in_flat_memory() {
-    let upstream = Upstream::start("upstream");
+    let upstream = Upstream::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("gateway.yaml");
     // A response timeout far above any transfer here: the memory is tested.
@@ -459,7 +374,7 @@ fn gigabyte_bodies_stream_both_ways_in_flat_memory() {
         format!(
             "response_timeout: 1h\nroutes:\n  - name: files\n    upstreams: [http://127.0.0.1:{}]\n    \
              limits:\n      - {{ key: client_ip, requests_per_unit: 100, unit: minute }}\n",
-            upstream.port
+            upstream.addr().port()
         ),
     )
     .expect("write");
@@ -478,12 +393,12 @@ fn gigabyte_bodies_stream_both_ways_in_flat_memory() {
 
     // Down: the upstream streams 1 GiB; the client counts what arrives.
     let mut stream = connect(gateway.port).expect("connect");
-    write!(stream, "GET /download/{GIB} HTTP/1.1\r\nHost: gateway.test\r\nConnection: close\r\n\r\n")
+    write!(stream, "GET /stream/{GIB}?sized HTTP/1.1\r\nHost: gateway.test\r\nConnection: close\r\n\r\n")
         .expect("request");
     let mut reader = BufReader::with_capacity(256 * 1024, stream);
     let head = Head::read(&mut reader).expect("head").expect("a response");
     assert_eq!(head.status(), 200, "{head:?}");
-    let received = read_body(&mut reader, &head, true, &mut io::sink()).expect("body");
+    let received = read_body(&mut reader, &head, &mut io::sink()).expect("body");
     assert_eq!(received, GIB, "every byte reached the client");
     let after_download = gateway.peak_rss_kib();
     assert!(
@@ -504,29 +419,33 @@ fn reload_file(upstream: u16, limit: &str) -> String {
 
 #[test]
 fn sighup_reloads_the_routes_and_a_broken_file_keeps_them() {
-    let (first, second) = (Upstream::start("first"), Upstream::start("second"));
+    let (first, second) =
+        (Upstream::builder().name("first").start(), Upstream::builder().name("second").start());
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("gateway.yaml");
-    std::fs::write(&file, reload_file(first.port, "100")).expect("write");
+    std::fs::write(&file, reload_file(first.addr().port(), "100")).expect("write");
     // Not watching: only the signal reloads.
     let mut gateway = Gateway::start(&file, &["--no-watch"]);
     let reply = get(gateway.port, "/before");
-    assert_eq!((reply.status(), reply.body.as_str()), (200, "first"));
+    assert_eq!((reply.status(), echoed(&reply, "upstream").as_deref()), (200, Some("first")));
     let hash = gateway.status()["gateway"]["hash"].clone();
 
     // Another upstream and a lower limit.
-    std::fs::write(&file, reload_file(second.port, "3")).expect("write");
+    std::fs::write(&file, reload_file(second.addr().port(), "3")).expect("write");
     gateway.signal("-HUP");
     eventually("the reload", || gateway.status()["gateway"]["hash"] != hash);
     let replies: Vec<Reply> = (0..5).map(|_| get(gateway.port, "/limited")).collect();
     let statuses: Vec<u16> = replies.iter().map(Reply::status).collect();
     assert_eq!(statuses, [200, 200, 200, 429, 429], "the new limit");
-    assert!(replies[..3].iter().all(|r| r.body == "second"), "the new upstream: {replies:?}");
-    assert_eq!(first.named(), 1, "nothing more went to the old upstream");
+    assert!(
+        replies[..3].iter().all(|r| echoed(r, "upstream").as_deref() == Some("second")),
+        "the new upstream: {replies:?}"
+    );
+    assert_eq!(first.requests(), 1, "nothing more went to the old upstream");
 
     // A broken file (which also names the old upstream): refused, the
     // routes in force stay, and the problem is reported where it is.
-    std::fs::write(&file, reload_file(first.port, "lots")).expect("write");
+    std::fs::write(&file, reload_file(first.addr().port(), "lots")).expect("write");
     let reloaded = gateway.status()["gateway"]["hash"].clone();
     gateway.signal("-HUP");
     eventually("the refused reload", || gateway.status()["last_reload"]["result"] == "error");
@@ -542,26 +461,33 @@ fn sighup_reloads_the_routes_and_a_broken_file_keeps_them() {
         stderr.contains("reload refused") && stderr.contains("gateway.yaml:5:")
     });
     let reply = get(gateway.port, "/after");
-    assert_eq!((reply.status(), reply.body.as_str()), (200, "second"), "still proxied as before");
+    assert_eq!(
+        (reply.status(), echoed(&reply, "upstream").as_deref()),
+        (200, Some("second")),
+        "still proxied as before"
+    );
     assert_eq!(get(gateway.port, "/limited").status(), 429, "still limited as before");
-    assert_eq!(first.named(), 1);
+    assert_eq!(first.requests(), 1);
 
     assert!(gateway.terminate().success());
 }
 
 #[test]
 fn rewriting_the_file_reloads_the_routes() {
-    let (first, second) = (Upstream::start("first"), Upstream::start("second"));
+    let (first, second) =
+        (Upstream::builder().name("first").start(), Upstream::builder().name("second").start());
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("gateway.yaml");
-    std::fs::write(&file, reload_file(first.port, "1000")).expect("write");
+    std::fs::write(&file, reload_file(first.addr().port(), "1000")).expect("write");
     let mut gateway = Gateway::start(&file, &[]);
-    assert_eq!(get(gateway.port, "/").body, "first");
+    assert_eq!(echoed(&get(gateway.port, "/"), "upstream").as_deref(), Some("first"));
     // Replaced as editors and ConfigMaps do: a new file renamed over it.
     let next = dir.path().join(".gateway.yaml.new");
-    std::fs::write(&next, reload_file(second.port, "1000")).expect("write");
+    std::fs::write(&next, reload_file(second.addr().port(), "1000")).expect("write");
     std::fs::rename(&next, &file).expect("rename");
-    eventually("the watched reload", || get(gateway.port, "/").body == "second");
+    eventually("the watched reload", || {
+        echoed(&get(gateway.port, "/"), "upstream").as_deref() == Some("second")
+    });
     assert_eq!(gateway.status()["last_reload"]["result"], "ok");
     assert!(gateway.terminate().success());
 }
@@ -618,25 +544,23 @@ fn serve_without_rules_or_gateway_is_a_usage_error_naming_both() {
 
 #[test]
 fn sigterm_lets_a_request_in_flight_finish_and_exits_0() {
-    let upstream = Upstream::start("upstream");
+    let upstream = Upstream::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("gateway.yaml");
     std::fs::write(
         &file,
-        format!("routes:\n  - name: api\n    upstreams: [http://127.0.0.1:{}]\n", upstream.port),
+        format!("routes:\n  - name: api\n    upstreams: [http://127.0.0.1:{}]\n", upstream.addr().port()),
     )
     .expect("write");
     let mut gateway = Gateway::start(&file, &["--grace", "60s"]);
     let port = gateway.port;
-    let caller = thread::spawn(move || send(port, "GET", "/slow"));
+    let caller = thread::spawn(move || send(port, "GET", "/sleep/2000"));
     // The request is in flight once the upstream has it (and takes 2 s to
     // answer it).
-    eventually("the slow request reaching the upstream", || {
-        upstream.counters.slow.load(Ordering::SeqCst) == 1
-    });
+    eventually("the slow request reaching the upstream", || upstream.requests() == 1);
     gateway.signal("-TERM");
     let reply = caller.join().expect("caller").expect("the request in flight is answered");
-    assert_eq!((reply.status(), reply.body.as_str()), (200, "slow done"));
+    assert_eq!((reply.status(), echoed(&reply, "uri").as_deref()), (200, Some("/sleep/2000")));
     let status = gateway.wait_exit();
     assert!(status.success(), "exits 0 after draining: {status}\n{}", gateway.stderr());
     assert!(gateway.stderr().contains("shutting down"), "{}", gateway.stderr());
@@ -644,14 +568,14 @@ fn sigterm_lets_a_request_in_flight_finish_and_exits_0() {
 
 #[test]
 fn a_slow_upload_is_not_an_upstream_timeout() {
-    let upstream = Upstream::start("upstream");
+    let upstream = Upstream::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("gateway.yaml");
     std::fs::write(
         &file,
         format!(
             "response_timeout: 1s\nroutes:\n  - name: api\n    upstreams: [http://127.0.0.1:{}]\n",
-            upstream.port
+            upstream.addr().port()
         ),
     )
     .expect("write");

@@ -3,55 +3,27 @@
 //! input (deep nesting, alias bombs, random bytes, huge files) is an error,
 //! never a panic or a hang.
 
+#[path = "support/config.rs"]
+mod config_support;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use config_support::{assert_at, assert_whole, error, errors, refused};
 use slidegate_server::config::{Config, ConfigError, ConfigErrors, MAX_FILE_BYTES};
 
+/// The path a test's text is loaded as.
 const FILE: &str = "rules/test.yaml";
 
-/// Every error `yaml` gives (it must give one).
-fn errors(yaml: &str) -> Vec<ConfigError> {
-    errors_of(&[(PathBuf::from(FILE), yaml.to_owned())])
+/// Loads `yaml` as the one rules file, [`FILE`].
+fn load(yaml: &str) -> Result<Config, ConfigErrors> {
+    Config::from_texts(&[(PathBuf::from(FILE), yaml.to_owned())])
 }
 
+/// Every error `texts` (several files) give (they must give one).
+#[track_caller]
 fn errors_of(texts: &[(PathBuf, String)]) -> Vec<ConfigError> {
-    match Config::from_texts(texts) {
-        Ok(_) => panic!("expected the configuration to be refused:\n{texts:#?}"),
-        Err(ConfigErrors(errors)) => {
-            assert!(!errors.is_empty(), "ConfigErrors holds at least one error");
-            errors
-        }
-    }
-}
-
-/// The one error `yaml` gives.
-fn error(yaml: &str) -> ConfigError {
-    let mut all = errors(yaml);
-    assert_eq!(all.len(), 1, "expected exactly one error, got {all:#?}");
-    all.remove(0)
-}
-
-/// `error` lies at `line`:`column` of the test file and says each of `needles`.
-#[track_caller]
-fn assert_at(error: &ConfigError, line: u32, column: u32, needles: &[&str]) {
-    assert_eq!(error.file, Path::new(FILE), "{error}");
-    assert_eq!((error.line, error.column), (line, column), "position of: {error}");
-    for needle in needles {
-        assert!(error.message.contains(needle), "`{needle}` missing from: {error}");
-    }
-    let shown = error.to_string();
-    assert!(shown.starts_with(&format!("{FILE}:{line}:{column}: ")), "{shown}");
-}
-
-/// `error` concerns the test file as a whole (no position) and says each of `needles`.
-#[track_caller]
-fn assert_whole(error: &ConfigError, file: &Path, needles: &[&str]) {
-    assert_eq!(error.file, file, "{error}");
-    assert_eq!((error.line, error.column), (0, 0), "no position: {error}");
-    for needle in needles {
-        assert!(error.message.contains(needle), "`{needle}` missing from: {error}");
-    }
+    refused(Config::from_texts(texts), &format!("{texts:#?}"))
 }
 
 // ---------------------------------------------------------------------------

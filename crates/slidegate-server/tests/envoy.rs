@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use slidegate::MemoryStore;
 use slidegate_server::{HeaderFamilies, Listeners, ServerConfig, ServiceStore, serve};
-use slidegate_testkit::free_port;
+use slidegate_testkit::{Upstream, free_port};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -88,17 +88,6 @@ impl Slidegate {
     }
 }
 
-/// The upstream: answers 200 "hello" to everything.
-async fn upstream() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let app = axum::Router::new().fallback(|| async { "hello" });
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    addr
-}
-
 async fn get(url: &str, user: &str) -> (u16, http::HeaderMap) {
     let (status, headers, _) = support::http("GET", url, "", &[("x-user", user)]).await;
     (status, headers)
@@ -111,11 +100,12 @@ async fn envoy_asks_slidegate_before_every_request() {
     std::fs::write(&rules, include_str!("../../../examples/envoy/rules.yaml")).expect("rules");
     let grpc: SocketAddr = format!("127.0.0.1:{}", free_port().expect("port")).parse().expect("addr");
     let service = slidegate(&rules, grpc).await;
-    let upstream = upstream().await;
+    let upstream = Upstream::start();
 
     let (listen, admin) = (free_port().expect("port"), free_port().expect("port"));
     let config = dir.path().join("envoy.yaml");
-    std::fs::write(&config, envoy_config(listen, upstream.port(), grpc.port(), admin)).expect("envoy config");
+    std::fs::write(&config, envoy_config(listen, upstream.addr().port(), grpc.port(), admin))
+        .expect("envoy config");
     let log = std::fs::File::create(dir.path().join("envoy.log")).expect("log");
     let _envoy = Envoy(
         Command::new(envoy_binary())

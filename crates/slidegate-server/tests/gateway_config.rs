@@ -4,68 +4,36 @@
 //! and hostile input (random bytes, deep nesting, alias bombs, huge files)
 //! is an error, never a panic or a hang.
 
+#[path = "support/config.rs"]
+mod config_support;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use config_support::{assert_at, assert_whole, error, errors};
 use http::{HeaderName, Method, StatusCode};
 use slidegate::Algorithm;
 use slidegate_server::config::{
-    ConfigError, ConfigErrors, GatewayConfig, GatewaySettings, HostMatch, KeySpec, MAX_FILE_BYTES,
-    MAX_HEADER_BYTES, MAX_ROUTES, MAX_UPSTREAMS, MIN_HEADER_BYTES, Route, RouteLimit, Unit,
+    ConfigErrors, GatewayConfig, GatewaySettings, HostMatch, KeySpec, MAX_FILE_BYTES, MAX_HEADER_BYTES,
+    MAX_ROUTES, MAX_UPSTREAMS, MIN_HEADER_BYTES, Route, RouteLimit, Unit,
 };
 use slidegate_tower::{ForwardedHeader, MissingKey};
 
+/// The path a test's text is loaded as.
 const FILE: &str = "gateway/test.yaml";
+
+/// Loads `yaml` as the gateway's file, [`FILE`].
+fn load(yaml: &str) -> Result<GatewayConfig, ConfigErrors> {
+    GatewayConfig::from_text(Path::new(FILE), yaml)
+}
 
 /// The configuration `yaml` compiles to (it must compile).
 #[track_caller]
 fn compiled(yaml: &str) -> GatewayConfig {
-    match GatewayConfig::from_text(Path::new(FILE), yaml) {
+    match load(yaml) {
         Ok(config) => config,
         Err(errors) => panic!("expected the gateway file to load, got:\n{errors}\n---\n{yaml}"),
-    }
-}
-
-/// Every error `yaml` gives (it must give one).
-#[track_caller]
-fn errors(yaml: &str) -> Vec<ConfigError> {
-    match GatewayConfig::from_text(Path::new(FILE), yaml) {
-        Ok(config) => panic!("expected the gateway file to be refused:\n{yaml}\n---\n{:#?}", config.routes),
-        Err(ConfigErrors(errors)) => {
-            assert!(!errors.is_empty(), "ConfigErrors holds at least one error");
-            errors
-        }
-    }
-}
-
-/// The one error `yaml` gives.
-#[track_caller]
-fn error(yaml: &str) -> ConfigError {
-    let mut all = errors(yaml);
-    assert_eq!(all.len(), 1, "expected exactly one error, got {all:#?}");
-    all.remove(0)
-}
-
-/// `error` lies at `line`:`column` of the test file and says each of `needles`.
-#[track_caller]
-fn assert_at(error: &ConfigError, line: u32, column: u32, needles: &[&str]) {
-    assert_eq!(error.file, Path::new(FILE), "{error}");
-    assert_eq!((error.line, error.column), (line, column), "position of: {error}");
-    for needle in needles {
-        assert!(error.message.contains(needle), "`{needle}` missing from: {error}");
-    }
-    let shown = error.to_string();
-    assert!(shown.starts_with(&format!("{FILE}:{line}:{column}: ")), "{shown}");
-}
-
-/// `error` concerns `file` as a whole (no position) and says each of `needles`.
-#[track_caller]
-fn assert_whole(error: &ConfigError, file: &Path, needles: &[&str]) {
-    assert_eq!(error.file, file, "{error}");
-    assert_eq!((error.line, error.column), (0, 0), "no position: {error}");
-    for needle in needles {
-        assert!(error.message.contains(needle), "`{needle}` missing from: {error}");
     }
 }
 

@@ -24,6 +24,7 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use slidegate::MemoryStore;
 use slidegate_server::{Listeners, ServerConfig, ServiceStore, serve};
+use slidegate_testkit::Upstream;
 use support::{Service, http, post_json, start_with};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
@@ -625,15 +626,11 @@ impl Drop for Gateway {
     }
 }
 
-/// An upstream answering every request; its address.
-async fn upstream() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let app = axum::Router::new().fallback(|| async { "upstream ok\n" });
-    tokio::spawn(async move {
-        axum::serve(listener, app).await.expect("upstream");
-    });
-    addr
+/// The path the upstream echoes in answer to `body` (an answer not its
+/// echo: none).
+fn echoed_path(body: &str) -> Option<String> {
+    let echo: Value = serde_json::from_str(body).ok()?;
+    echo["uri"].as_str().map(str::to_owned)
 }
 
 /// The sum of a route's series in `/v1/stats`.
@@ -645,7 +642,8 @@ fn total(stats: &Value, route: &str, series: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_a_gateways_routes_and_their_traffic() {
-    let upstream = upstream().await;
+    let up = Upstream::start();
+    let upstream = up.addr();
     let gateway = Gateway::start(&format!(
         "routes:
   - name: login
@@ -665,14 +663,14 @@ async fn the_page_shows_a_gateways_routes_and_their_traffic() {
     for _ in 0..5 {
         let (status, _, body) = http("GET", &format!("{proxy}/login"), Vec::new(), &[]).await;
         if status == 200 {
-            assert_eq!(body, "upstream ok\n", "the upstream answered");
+            assert_eq!(echoed_path(&body).as_deref(), Some("/login"), "the upstream answered: {body}");
         }
         statuses.push(status);
     }
     assert_eq!(statuses, [200, 200, 429, 429, 429], "two logins an hour");
     for path in ["/", "/about", "/about/team"] {
         let (status, _, body) = http("GET", &format!("{proxy}{path}"), Vec::new(), &[]).await;
-        assert_eq!((status, body.as_str()), (200, "upstream ok\n"), "{path}");
+        assert_eq!((status, echoed_path(&body).as_deref()), (200, Some(path)), "{path}: {body}");
     }
     // And traffic keeps flowing on both routes.
     let _traffic = Traffic::start({

@@ -126,7 +126,7 @@ impl Edges {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shadow_admits_everything_on_every_edge_and_counts_the_denials() {
-    let upstream = Upstream::start().await;
+    let upstream = Upstream::start();
     let store = ServiceStore::Memory(MemoryStore::new());
     let edges =
         Edges::start(store, &gateway_yaml("s", upstream.addr(), ONE_LIMIT), |c| c.shadow = true).await;
@@ -162,7 +162,7 @@ async fn shadow_admits_everything_on_every_edge_and_counts_the_denials() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_limit_in_shadow_mode_admits_and_the_others_still_deny() {
-    let upstream = Upstream::start().await;
+    let upstream = Upstream::start();
     let limits = "      - { name: trial, key: route, requests_per_unit: 1, window: 1m, shadow_mode: true }\n\
                   \x20     - { name: enforced, key: route, requests_per_unit: 3, window: 1m }\n";
     let store = ServiceStore::Memory(MemoryStore::new());
@@ -183,7 +183,7 @@ async fn a_gateway_limit_in_shadow_mode_admits_and_the_others_still_deny() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_store_is_unavailable_on_every_edge_when_configured() {
-    let upstream = Upstream::start().await;
+    let upstream = Upstream::start();
     // Nothing listens there: every store call fails.
     let nowhere = format!("redis://127.0.0.1:{}/", slidegate_testkit::free_port().expect("a free port"));
     let store = RedisStore::builder(nowhere).lazy(true).connect().await.expect("a lazy store");
@@ -216,7 +216,7 @@ async fn a_failed_store_is_unavailable_on_every_edge_when_configured() {
 /// counted, as a rules file's does (`reload.rs`): on Redis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edited_gateway_limit_keeps_its_count_on_redis() {
-    let upstream = Upstream::start().await;
+    let upstream = Upstream::start();
     let redis = slidegate_testkit::RedisServer::start().expect("redis-server");
     let store = RedisStore::connect(&redis.url()).await.expect("connect");
     let edges =

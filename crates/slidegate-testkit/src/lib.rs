@@ -11,8 +11,10 @@
 //! * [`FakeClock`]: a wall clock a test sets, for a server run on it
 //!   (libfaketime), so the server's clock can be driven like a client's.
 //! * [`CapturedLog`]: what `tracing` logs during a test, to count lines.
-//! * [`Upstream`]: an HTTP server (HTTP/1.1 and h2c) on a free port that
-//!   answers every request and counts them, for proxies under test.
+//! * [`Upstream`]: the one test upstream for proxies under test, an HTTP
+//!   server (HTTP/1.1 and h2c, WebSocket) on a free port that echoes what
+//!   it receives, streams, counts and waits on request, and counts
+//!   requests and connections.
 //! * [`conformance`] is the one semantic test suite every
 //!   [`Store`](slidegate::Store) must pass.
 //!
@@ -34,11 +36,11 @@ mod tls;
 mod upstream;
 
 pub use captured_log::CapturedLog;
-pub use fake_clock::{FakeClock, libfaketime};
 pub use cluster_nodes::ClusterNode;
+pub use fake_clock::{FakeClock, libfaketime};
 pub use redis_cluster::RedisCluster;
 pub use redis_sentinel::{MASTER_NAME, RedisSentinel};
 pub use redis_server::{RedisServer, RedisServerBuilder, free_port};
 pub use tcp_proxy::TcpProxy;
 pub use tls::{Pki, TlsServer};
-pub use upstream::Upstream;
+pub use upstream::{Upstream, UpstreamBuilder};
