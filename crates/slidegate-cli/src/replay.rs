@@ -23,7 +23,9 @@ use slidegate::store::{Request, Store};
 use slidegate::{ManualClock, MemoryStore, Rule};
 
 use crate::cli::ReplayArgs;
-use crate::store_choice::{AnyStore, RedisOptions, StoreSpec, connect_redis, run_prefix};
+use slidegate_server::ServiceStore;
+
+use crate::store_choice::{RedisOptions, StoreSpec, connect_redis, run_prefix};
 
 /// The latest `at_ms` a trace may use: the last time every store decides
 /// exactly ([`MAX_TIME_MS`], 2^43 - 1 ms, in the year 2248).
@@ -79,16 +81,17 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let rule = args.rule.to_rule()?;
     let clock = ManualClock::new(0);
     let store = match &StoreSpec::from_many(&args.stores)? {
-        StoreSpec::Memory => AnyStore::Memory(MemoryStore::builder().clock(clock.clone()).build()),
+        StoreSpec::Memory => ServiceStore::Memory(MemoryStore::builder().clock(clock.clone()).build()),
         StoreSpec::Redis { url } => {
             let options = RedisOptions {
-                prefix: run_prefix("replay"),
+                prefix: Some(run_prefix("replay")),
                 client_clock: Some((clock.clone(), REPLAY_CLOCK_SKEW)),
                 response_timeout: Some(args.timeout),
                 // On the client clock every check goes on its own anyway.
-                auto_batch: false,
+                no_auto_batch: true,
+                ..RedisOptions::default()
             };
-            AnyStore::Redis(connect_redis(url, options).await?)
+            ServiceStore::Redis(connect_redis(url, options).await?)
         }
     };
     let input: Box<dyn BufRead + Send> = match &args.input {

@@ -10,7 +10,7 @@ use slidegate_server::{HeaderFamilies, Listeners, OnStoreFailure, ServerConfig, 
 use tokio::net::TcpListener;
 
 use crate::cli::serve::{HeadersArg, Listen, LogFormat, OnFailureArg, PolicyArg, ServeArgs};
-use crate::store_choice::StoreSpec;
+use crate::store_choice::{RedisOptions, StoreSpec, connect_redis};
 
 /// Runs `slidegate serve` until SIGINT or SIGTERM.
 ///
@@ -27,17 +27,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         StoreSpec::Memory if args.tls_ca_file.is_some() => bail!("--tls-ca-file applies to a Redis --store"),
         StoreSpec::Memory => ServiceStore::Memory(MemoryStore::new()),
         StoreSpec::Redis { url } => {
-            let mut builder = slidegate_redis::RedisStore::builder(&url);
-            if let Some(prefix) = &args.prefix {
-                builder = builder.prefix(prefix.clone());
-            }
-            if let Some(ca) = &args.tls_ca_file {
-                builder = builder.tls_ca_file(ca.clone());
-            }
-            // Redis down at start is an outage like any other: the
-            // service starts and answers by its policy meanwhile. What
-            // waiting cannot heal (TLS, credentials) stops the start.
-            ServiceStore::Redis(builder.lazy(true).connect().await?)
+            let options = RedisOptions {
+                prefix: args.prefix.clone(),
+                tls_ca_file: args.tls_ca_file.clone(),
+                // Redis down at start is an outage like any other: the
+                // service starts and answers by its policy meanwhile. What
+                // waiting cannot heal (TLS, credentials) stops the start.
+                lazy: true,
+                ..RedisOptions::default()
+            };
+            ServiceStore::Redis(connect_redis(&url, options).await?)
         }
     };
     let admin_token = match &args.admin_token_file {

@@ -1,15 +1,19 @@
-//! `--store memory|redis://…`: which store a command talks to.
+//! `--store memory|redis://…`: which store a command talks to, and the one
+//! way every command connects to Redis ([`connect_redis`]).
 //!
-//! [`Store`] returns `impl Future`, so it cannot be a trait object; the
-//! command picks its store at run time through the [`AnyStore`] enum instead.
+//! [`Store`] returns `impl Future`, so it cannot be a trait object: the
+//! store is chosen at run time through enums — the service's
+//! [`ServiceStore`] (the embedded store or Redis), and [`AnyStore`], which
+//! adds the benchmark's baselines to it.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
 use slidegate::store::{Dimensions, Request, Store};
-use slidegate::{Decision, Error, ManualClock, MemoryStore, MultiDecision};
+use slidegate::{Decision, Error, ManualClock, MultiDecision};
 use slidegate_redis::{RedisStore, redact_url};
+use slidegate_server::ServiceStore;
 
 /// A parsed `--store` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,19 +112,25 @@ impl fmt::Display for StoreSpec {
 }
 
 /// How to connect to Redis: the parts that differ between commands.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RedisOptions {
-    /// Key prefix; commands use a fresh one per run so runs never share state.
-    pub prefix: String,
+    /// Key prefix (`None`: the store's default); `bench` and `replay` use a
+    /// fresh one per run so runs never share state.
+    pub prefix: Option<String>,
     /// `Some` to decide with this clock instead of the Redis server's
     /// (replay), with the clock skew keys must outlive (see
     /// [`RedisStoreBuilder::max_clock_skew`](slidegate_redis::RedisStoreBuilder::max_clock_skew)).
     pub client_clock: Option<(ManualClock, Duration)>,
     /// Deadline of each call; `None` keeps the store's default.
     pub response_timeout: Option<Duration>,
-    /// Auto-batch concurrent single checks (the store's default); `false`
-    /// sends every check as its own script call.
-    pub auto_batch: bool,
+    /// Sends every check as its own script call instead of auto-batching
+    /// concurrent single checks (the store's default).
+    pub no_auto_batch: bool,
+    /// The CA certificate file that verifies a `rediss://` server.
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// Returns the store even when Redis cannot be reached yet, connecting
+    /// in the background (`serve`: an outage at start is like any other).
+    pub lazy: bool,
 }
 
 /// A fresh key prefix for one run of `purpose`, e.g. `sg:replay:3f9a…:`.
@@ -149,27 +159,31 @@ pub fn parse_key_prefix(text: &str) -> Result<String, String> {
 ///
 /// When the URL is invalid or the server cannot be reached in time.
 pub async fn connect_redis(url: &str, options: RedisOptions) -> anyhow::Result<RedisStore> {
-    let mut builder = RedisStore::builder(url).prefix(options.prefix);
+    let mut builder = RedisStore::builder(url).lazy(options.lazy);
+    if let Some(prefix) = options.prefix {
+        builder = builder.prefix(prefix);
+    }
+    if let Some(ca) = options.tls_ca_file {
+        builder = builder.tls_ca_file(ca);
+    }
     if let Some((clock, skew)) = options.client_clock {
         builder = builder.client_clock(clock).max_clock_skew(skew);
     }
     if let Some(timeout) = options.response_timeout {
         builder = builder.response_timeout(timeout);
     }
-    if !options.auto_batch {
+    if options.no_auto_batch {
         builder = builder.auto_batch(0);
     }
     // The store's errors name the servers (passwords hidden) and the cause.
     Ok(builder.connect().await?)
 }
 
-/// Either store, chosen at run time.
+/// The service's store, or one of the benchmark's baselines.
 #[derive(Debug, Clone)]
 pub enum AnyStore {
-    /// The embedded in-memory store.
-    Memory(MemoryStore),
-    /// A Redis store.
-    Redis(RedisStore),
+    /// The embedded store or Redis, as `slidegate serve` decides with it.
+    Service(ServiceStore),
     /// The naive ZSET script of the source articles (`bench --baseline`).
     Naive(crate::baselines::NaiveZset),
     /// A `PING` per check (`bench --baseline ping`).
@@ -179,8 +193,7 @@ pub enum AnyStore {
 impl Store for AnyStore {
     async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
         match self {
-            AnyStore::Memory(store) => store.check(request).await,
-            AnyStore::Redis(store) => store.check(request).await,
+            AnyStore::Service(store) => store.check(request).await,
             AnyStore::Naive(store) => store.check(request).await,
             AnyStore::Ping(store) => store.check(request).await,
         }
@@ -188,8 +201,7 @@ impl Store for AnyStore {
 
     async fn check_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
         match self {
-            AnyStore::Memory(store) => store.check_all(dimensions).await,
-            AnyStore::Redis(store) => store.check_all(dimensions).await,
+            AnyStore::Service(store) => store.check_all(dimensions).await,
             AnyStore::Naive(_) | AnyStore::Ping(_) => {
                 Err(Error::new(slidegate::ErrorKind::Backend, "the baselines have no multi-dimension checks"))
             }
@@ -200,8 +212,7 @@ impl Store for AnyStore {
     /// it directly, as it would without this enum in between.
     fn is_local(&self) -> bool {
         match self {
-            AnyStore::Memory(store) => store.is_local(),
-            AnyStore::Redis(store) => store.is_local(),
+            AnyStore::Service(store) => store.is_local(),
             AnyStore::Naive(store) => store.is_local(),
             AnyStore::Ping(store) => store.is_local(),
         }
@@ -211,8 +222,7 @@ impl Store for AnyStore {
     /// an application (see [`Store::releases_charges`]).
     fn releases_charges(&self) -> bool {
         match self {
-            AnyStore::Memory(store) => store.releases_charges(),
-            AnyStore::Redis(store) => store.releases_charges(),
+            AnyStore::Service(store) => store.releases_charges(),
             AnyStore::Naive(store) => store.releases_charges(),
             AnyStore::Ping(store) => store.releases_charges(),
         }
@@ -302,7 +312,7 @@ mod tests {
 
     #[test]
     fn memory_is_local() {
-        assert!(AnyStore::Memory(MemoryStore::new()).is_local());
-        assert!(!AnyStore::Memory(MemoryStore::new()).releases_charges());
+        let memory = AnyStore::Service(ServiceStore::Memory(slidegate::MemoryStore::new()));
+        assert!(memory.is_local() && !memory.releases_charges());
     }
 }

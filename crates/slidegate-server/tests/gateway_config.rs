@@ -50,7 +50,7 @@ fn with_limit(limit: &str) -> String {
 
 /// The names of a route's limits' rules.
 fn rule_names(route: &Route) -> Vec<&str> {
-    route.limits.iter().map(|l| l.rule.name().expect("every route limit is named")).collect()
+    route.limits.iter().map(|l| l.rule().unwrap().name().expect("every route limit is named")).collect()
 }
 
 fn source(line: u32, column: u32) -> String {
@@ -223,31 +223,31 @@ fn full_file_limits() {
     let ip: &RouteLimit = &login.limits[0];
     assert_eq!(ip.key, KeySpec::ClientIp);
     assert_eq!(ip.missing, MissingKey::default());
-    assert_eq!(ip.rule.limit(), 100);
-    assert_eq!(ip.rule.window(), Duration::from_secs(1));
-    assert_eq!(ip.rule.algorithm(), Algorithm::SlidingLog);
-    assert!(ip.rule.penalty().is_none());
+    assert_eq!(ip.rule().unwrap().limit(), 100);
+    assert_eq!(ip.rule().unwrap().window(), Duration::from_secs(1));
+    assert_eq!(ip.rule().unwrap().algorithm(), Algorithm::SlidingLog);
+    assert!(ip.rule().unwrap().penalty().is_none());
     assert_eq!(ip.limit.name.as_deref(), Some("gateway.client_ip"));
-    assert_eq!(ip.limit.requests_per_unit, 100);
+    assert_eq!(ip.limit.requests_per_unit(), 100);
     assert_eq!(ip.limit.unit, Some(Unit::Second));
     assert_eq!(ip.limit.source, source(13, 5));
 
     let per_route = &login.limits[1];
     assert_eq!(per_route.key, KeySpec::Route);
-    assert_eq!(per_route.rule.limit(), 5000);
-    assert_eq!(per_route.rule.window(), Duration::from_secs(90));
-    assert_eq!(per_route.rule.algorithm(), Algorithm::SLIDING_COUNTER);
+    assert_eq!(per_route.rule().unwrap().limit(), 5000);
+    assert_eq!(per_route.rule().unwrap().window(), Duration::from_secs(90));
+    assert_eq!(per_route.rule().unwrap().algorithm(), Algorithm::SLIDING_COUNTER);
     assert_eq!(per_route.limit.unit, None, "90s is no unit");
     assert_eq!(per_route.limit.source, source(16, 5));
 
     let burst = &login.limits[2];
     assert_eq!(burst.key, KeySpec::ClientIp);
     assert_eq!(burst.missing, MissingKey::Skip);
-    assert_eq!(burst.rule.limit(), 5);
-    assert_eq!(burst.rule.window(), Duration::from_secs(60));
-    assert_eq!(burst.rule.algorithm(), Algorithm::Gcra);
+    assert_eq!(burst.rule().unwrap().limit(), 5);
+    assert_eq!(burst.rule().unwrap().window(), Duration::from_secs(60));
+    assert_eq!(burst.rule().unwrap().algorithm(), Algorithm::Gcra);
     assert_eq!(burst.limit.unit, Some(Unit::Minute), "a 1m window is a minute");
-    let penalty = burst.rule.penalty().expect("a penalty");
+    let penalty = burst.rule().unwrap().penalty().expect("a penalty");
     assert_eq!(penalty.window(), Duration::from_secs(600));
     assert_eq!(penalty.warn_threshold(), Some(3));
     assert_eq!(penalty.ban_threshold(), Some(10));
@@ -258,25 +258,34 @@ fn full_file_limits() {
     assert_eq!(api_key.key, KeySpec::Header(HeaderName::from_static("x-api-key")));
     assert_eq!(api_key.key.name(), "header:x-api-key");
     assert_eq!(api_key.missing, MissingKey::Reject);
-    assert_eq!(api_key.rule.limit(), 50);
-    assert_eq!(api_key.rule.window(), Duration::from_secs(60));
-    assert_eq!(api_key.rule.algorithm(), Algorithm::FixedWindow);
+    assert_eq!(api_key.rule().unwrap().limit(), 50);
+    assert_eq!(api_key.rule().unwrap().window(), Duration::from_secs(60));
+    assert_eq!(api_key.rule().unwrap().algorithm(), Algorithm::FixedWindow);
     assert_eq!(api_key.limit.unit, Some(Unit::Minute));
     assert_eq!(api_key.limit.source, source(42, 9));
 
     let peer = &grpc.limits[2];
     assert_eq!(peer.key, KeySpec::PeerIp);
     assert_eq!(peer.missing, MissingKey::default());
-    assert_eq!((peer.rule.limit(), peer.rule.window()), (1000, Duration::from_secs(3600)));
-    assert_eq!(peer.rule.algorithm(), Algorithm::SlidingLog);
+    assert_eq!(
+        (peer.rule().unwrap().limit(), peer.rule().unwrap().window()),
+        (1000, Duration::from_secs(3600))
+    );
+    assert_eq!(peer.rule().unwrap().algorithm(), Algorithm::SlidingLog);
     assert_eq!(peer.limit.source, source(55, 9));
     let path = &grpc.limits[3];
     assert_eq!(path.key, KeySpec::Path);
     assert_eq!(path.missing, MissingKey::default(), "`shared` is the default");
-    assert_eq!((path.rule.limit(), path.rule.window()), (10, Duration::from_secs(86_400)));
+    assert_eq!(
+        (path.rule().unwrap().limit(), path.rule().unwrap().window()),
+        (10, Duration::from_secs(86_400))
+    );
     let global = &grpc.limits[4];
     assert_eq!(global.key, KeySpec::Global);
-    assert_eq!((global.rule.limit(), global.rule.window()), (1, Duration::from_secs(7 * 86_400)));
+    assert_eq!(
+        (global.rule().unwrap().limit(), global.rule().unwrap().window()),
+        (1, Duration::from_secs(7 * 86_400))
+    );
     assert_eq!(global.limit.unit, Some(Unit::Week));
 }
 
@@ -1404,5 +1413,8 @@ fn the_example_gateway_file_loads() {
     assert_eq!(config.settings.ban_status, StatusCode::FORBIDDEN);
     assert_eq!(rule_names(&config.routes[0]), ["gateway.client_ip", "login.client_ip"]);
     assert_eq!(rule_names(&config.routes[1]), ["gateway.client_ip", "api.header-x-api-key"]);
-    assert!(config.routes[0].limits[1].rule.penalty().is_some(), "the login limit bans repeat offenders");
+    assert!(
+        config.routes[0].limits[1].rule().unwrap().penalty().is_some(),
+        "the login limit bans repeat offenders"
+    );
 }

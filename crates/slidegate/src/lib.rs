@@ -82,9 +82,6 @@ pub use rate_limited::RateLimited;
 pub use rule::{Algorithm, Rule};
 pub use store::Store;
 
-/// One request of a batch: rule, key, cost.
-pub type BatchItem<'a> = (&'a Rule, &'a str, u32);
-
 /// Guards an `async fn` with a limiter: `#[rate_limit(limiter = …, limit = 5,
 /// window = "1m", key = user_id)]`. Over the limit, the function returns
 /// `Err(RateLimited.into())` without running its body.

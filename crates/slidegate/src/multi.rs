@@ -9,8 +9,9 @@ use crate::{Decision, Rule};
 /// One dimension of a multi-dimension check: a rule and the key it limits.
 pub type Dimension<'a> = (&'a Rule, &'a str);
 
-/// One dimension with its own cost: a rule, the key it limits, and what the
-/// request weighs there (see [`Limiter::check_all_weighted`](crate::Limiter::check_all_weighted)).
+/// A rule, a key and a cost: one dimension with its own cost (see
+/// [`Limiter::check_all_weighted`](crate::Limiter::check_all_weighted)), or
+/// one request of a batch ([`Limiter::check_batch`](crate::Limiter::check_batch)).
 pub type WeightedDimension<'a> = (&'a Rule, &'a str, u32);
 
 /// The answer to a multi-dimension check.

@@ -40,6 +40,8 @@ pub use plan::{BenchPlan, Bound, LimiterSettings};
 use crate::baselines::{NaiveZset, Ping};
 use crate::cli::{Baseline, BenchArgs, MAX_BENCH_DURATION};
 use crate::redis_stats::StatsConnection;
+use slidegate_server::ServiceStore;
+
 use crate::store_choice::{AnyStore, RedisOptions, StoreSpec, connect_redis, run_prefix};
 
 /// Slowest latency the histograms hold exactly (60 s, in microseconds);
@@ -132,16 +134,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 anyhow::bail!("--prefix only applies to a Redis store: the memory store is never shared");
             }
             let max_keys = usize::try_from(args.keys).unwrap_or(usize::MAX).max(DEFAULT_MAX_KEYS);
-            AnyStore::Memory(MemoryStore::builder().max_keys(max_keys).build())
+            AnyStore::Service(ServiceStore::Memory(MemoryStore::builder().max_keys(max_keys).build()))
         }
         (StoreSpec::Redis { url }, None) => {
             let options = RedisOptions {
-                prefix: prefix.clone(),
-                client_clock: None,
+                prefix: Some(prefix.clone()),
                 response_timeout: args.timeout,
-                auto_batch: !args.no_auto_batch,
+                no_auto_batch: args.no_auto_batch,
+                ..RedisOptions::default()
             };
-            AnyStore::Redis(connect_redis(url, options).await?)
+            AnyStore::Service(ServiceStore::Redis(connect_redis(url, options).await?))
         }
     };
     let stats = match &stats_url {

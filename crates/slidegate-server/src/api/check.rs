@@ -158,12 +158,12 @@ fn state_name(state: slidegate::State) -> &'static str {
 fn limit_ref(limit: &Limit) -> LimitRef<'_> {
     LimitRef {
         name: limit.name.as_deref(),
-        requests_per_unit: limit.requests_per_unit,
-        window_ms: ms(limit.window),
+        requests_per_unit: limit.requests_per_unit(),
+        window_ms: ms(limit.window()),
         unit: limit.unit.map(crate::config::Unit::name),
         algorithm: match &limit.enforcement {
             crate::config::Enforcement::Rule(rule) => rule.algorithm().short_name(),
-            crate::config::Enforcement::Block => "block",
+            crate::config::Enforcement::Block(_) => "block",
             crate::config::Enforcement::Unlimited => "unlimited",
         },
         shadow_mode: limit.shadow,

@@ -15,25 +15,22 @@ pub enum Enforcement {
     /// Through the store, under this rule.
     Rule(Rule),
     /// `requests_per_unit: 0`: every request is over the limit (envoy
-    /// ratelimit's way to block a value, its README's example 3). Nothing
-    /// is stored.
-    Block,
+    /// ratelimit's way to block a value, its README's example 3), for the
+    /// window given. Nothing is stored.
+    Block(Duration),
     /// `unlimited: true`: every request is within it. Nothing is stored.
     Unlimited,
 }
 
-/// A configured limit.
+/// A configured limit: how it decides (its [`Rule`], whose numbers are
+/// the limit's: [`requests_per_unit`](Limit::requests_per_unit),
+/// [`window`](Limit::window)) and what the service reports about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
     /// The `name` given, echoed in answers and matched by `replaces`.
     pub name: Option<String>,
     /// How it decides.
     pub enforcement: Enforcement,
-    /// The most requests (weight) per window (0 for a block, `u32::MAX`
-    /// for unlimited).
-    pub requests_per_unit: u32,
-    /// The window (zero for unlimited).
-    pub window: Duration,
     /// The `unit` the window is, if it is one (what RLS answers name).
     pub unit: Option<Unit>,
     /// Decided and counted, but never denies (`shadow_mode`).
@@ -98,30 +95,35 @@ impl Limit {
     pub fn rule(&self) -> Option<&Rule> {
         match &self.enforcement {
             Enforcement::Rule(rule) => Some(rule),
-            Enforcement::Block | Enforcement::Unlimited => None,
+            Enforcement::Block(_) | Enforcement::Unlimited => None,
         }
     }
 
-    /// Whether `other` counts as this limit does: the same name, enforcement,
-    /// limit, window and shadow mode (where it is written may differ).
+    /// The most requests (weight) per window: the rule's limit, 0 for a
+    /// block, `u32::MAX` for unlimited.
+    pub fn requests_per_unit(&self) -> u32 {
+        match &self.enforcement {
+            Enforcement::Rule(rule) => rule.limit(),
+            Enforcement::Block(_) => 0,
+            Enforcement::Unlimited => u32::MAX,
+        }
+    }
+
+    /// The window: the rule's, or the block's; zero for unlimited.
+    pub fn window(&self) -> Duration {
+        match &self.enforcement {
+            Enforcement::Rule(rule) => rule.window(),
+            Enforcement::Block(window) => *window,
+            Enforcement::Unlimited => Duration::ZERO,
+        }
+    }
+
+    /// Whether `other` counts as this limit does: the same name, enforcement
+    /// (rule, limit, window), shadow mode and place (where it is written
+    /// may differ).
     pub(crate) fn counts_like(&self, other: &Limit) -> bool {
-        (
-            &self.name,
-            &self.enforcement,
-            self.requests_per_unit,
-            self.window,
-            self.shadow,
-            self.index,
-            &self.stat_key,
-        ) == (
-            &other.name,
-            &other.enforcement,
-            other.requests_per_unit,
-            other.window,
-            other.shadow,
-            other.index,
-            &other.stat_key,
-        )
+        (&self.name, &self.enforcement, self.shadow, self.index, &self.stat_key)
+            == (&other.name, &other.enforcement, other.shadow, other.index, &other.stat_key)
     }
 
     /// Whether it is `unlimited`.
@@ -140,19 +142,19 @@ impl Limit {
         out.push('#');
         out.push_str(self.name.as_deref().unwrap_or(""));
         out.push('@');
-        out.push_str(itoa::Buffer::new().format(self.window.as_millis()));
+        out.push_str(itoa::Buffer::new().format(self.window().as_millis()));
     }
 
     /// The limit as `/v1/rules` shows it.
     pub(crate) fn view(&self) -> LimitView<'_> {
         LimitView {
             name: self.name.as_deref(),
-            requests_per_unit: self.requests_per_unit,
-            window_ms: u64::try_from(self.window.as_millis()).unwrap_or(u64::MAX),
+            requests_per_unit: self.requests_per_unit(),
+            window_ms: u64::try_from(self.window().as_millis()).unwrap_or(u64::MAX),
             unit: self.unit.map(Unit::name),
             algorithm: match &self.enforcement {
                 Enforcement::Rule(rule) => rule.algorithm().short_name(),
-                Enforcement::Block => "block",
+                Enforcement::Block(_) => "block",
                 Enforcement::Unlimited => "unlimited",
             },
             penalty: self.rule().and_then(Rule::penalty).map(|p| PenaltyView {

@@ -148,7 +148,7 @@ pub(super) fn override_limit(
 ) -> Result<Limit, CheckError> {
     let window = given.unit.duration();
     let enforcement = match given.requests_per_unit {
-        0 => Enforcement::Block,
+        0 => Enforcement::Block(window),
         n => Enforcement::Rule(Rule::new(n, window).map_err(|e| invalid(&e))?),
     };
     let mut stat_key = domain.to_owned();
@@ -163,8 +163,6 @@ pub(super) fn override_limit(
     Ok(Limit {
         name: None,
         enforcement,
-        requests_per_unit: given.requests_per_unit,
-        window,
         unit: Some(given.unit),
         shadow: false,
         replaces: Vec::new(),

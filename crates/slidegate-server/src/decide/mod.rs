@@ -253,8 +253,7 @@ impl Decider {
                 Enforcement::Unlimited => {
                     item.outcome = Some(Decision::allowed(u32::MAX, u32::MAX, Duration::ZERO));
                 }
-                Enforcement::Block => {
-                    let window = item.limit.window;
+                &Enforcement::Block(window) => {
                     let mut blocked = Decision::limited(0, 0, window, window);
                     if item.shadow {
                         blocked.allowed = true;

@@ -144,9 +144,9 @@ pub(super) fn set_forwarding(
     set(headers, header::FORWARDED, forwarded);
 }
 
-/// Writes `ip` as text: an IPv4 address's four numbers by hand (the
-/// formatter's padding support costs more than the address), IPv6 through
-/// the formatter.
+/// Writes `ip` as text: an IPv4 address's four numbers through `itoa`
+/// (the formatter's padding support costs more than the address), IPv6
+/// through the formatter.
 fn push_ip(out: &mut String, ip: IpAddr) {
     match ip {
         IpAddr::V4(v4) => {
@@ -154,13 +154,7 @@ fn push_ip(out: &mut String, ip: IpAddr) {
                 if i > 0 {
                     out.push('.');
                 }
-                if octet >= 100 {
-                    out.push(char::from(b'0' + octet / 100));
-                }
-                if octet >= 10 {
-                    out.push(char::from(b'0' + octet / 10 % 10));
-                }
-                out.push(char::from(b'0' + octet % 10));
+                out.push_str(itoa::Buffer::new().format(octet));
             }
         }
         IpAddr::V6(v6) => {

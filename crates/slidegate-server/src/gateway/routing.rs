@@ -91,7 +91,9 @@ impl Table {
                 .legacy_headers(families.legacy)
                 .degraded_header(families.degraded);
             for limit in &route.limits {
-                let (rule, missing) = (limit.rule.clone(), limit.missing.clone());
+                // Gateway limits always decide through the store.
+                let Some(rule) = limit.rule().cloned() else { continue };
+                let missing = limit.missing.clone();
                 let added = match &limit.key {
                     KeySpec::Global => layer.try_rule_or(rule, Global, missing),
                     KeySpec::ClientIp => layer.try_rule_or(rule, trust.clone(), missing),

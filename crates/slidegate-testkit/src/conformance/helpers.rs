@@ -5,7 +5,7 @@ use std::num::{NonZeroU16, NonZeroU32};
 use std::time::Duration;
 
 use slidegate::store::{Dimensions, Request, Store};
-use slidegate::{Algorithm, BatchItem, Decision, Dimension, Error, MultiDecision, Rule, WeightedDimension};
+use slidegate::{Algorithm, Decision, Dimension, Error, MultiDecision, Rule, WeightedDimension};
 
 /// Where every case's clock starts (Nov 2023, in ms since the UNIX epoch),
 /// so Redis' Lua sees realistic magnitudes.
@@ -67,7 +67,10 @@ pub(super) async fn check_weighted<S: Store>(
 
 /// [`Store::check_batch`] of the valid items of `items`; the others answer
 /// their validation error, in place.
-pub async fn check_batch<S: Store>(store: &S, items: &[BatchItem<'_>]) -> Vec<Result<Decision, Error>> {
+pub async fn check_batch<S: Store>(
+    store: &S,
+    items: &[WeightedDimension<'_>],
+) -> Vec<Result<Decision, Error>> {
     let built: Vec<Result<Request<'_>, Error>> =
         items.iter().map(|&(rule, key, cost)| Request::new(rule, key, cost)).collect();
     let valid: Vec<Request<'_>> = built.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();

@@ -13,7 +13,7 @@ impl<S: Store> Limiter<S> {
     /// on its own, those for the store asked in one call.
     pub(super) async fn decide_batch(
         &self,
-        requests: &[crate::BatchItem<'_>],
+        requests: &[crate::WeightedDimension<'_>],
     ) -> Vec<Result<Decision, Error>> {
         let inner = &*self.inner;
         let scaling = inner.scaling();

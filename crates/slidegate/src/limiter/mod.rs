@@ -23,7 +23,7 @@ use crate::deny_cache::DenyCache;
 use crate::store::Dimensions;
 use crate::telemetry::LogThrottle;
 use crate::{
-    BatchItem, Clock, Decision, Dimension, Error, FailurePolicy, MemoryStore, MultiDecision, Rule, Store,
+    Clock, Decision, Dimension, Error, FailurePolicy, MemoryStore, MultiDecision, Rule, Store,
     WeightedDimension,
 };
 
@@ -301,7 +301,7 @@ impl<S: Store> Limiter<S> {
     /// Redis store (per Cluster slot) instead of one each. Results are in
     /// input order; an invalid request gets its own `Err` and does not
     /// affect the others. Denials in the deny cache are answered locally.
-    pub async fn check_batch(&self, requests: &[BatchItem<'_>]) -> Vec<Result<Decision, Error>> {
+    pub async fn check_batch(&self, requests: &[WeightedDimension<'_>]) -> Vec<Result<Decision, Error>> {
         self.decide_batch(requests).await
     }
 }

@@ -73,18 +73,8 @@ impl Rule {
 /// Appends `n` in decimal: what `write!(out, "{n}")` does, without the
 /// formatting machinery (the Redis store spells a counter's state part on
 /// every call).
-fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+fn push_u64(out: &mut String, n: u64) {
+    out.push_str(itoa::Buffer::new().format(n));
 }
 
 impl Rule {

@@ -2,8 +2,6 @@
 //! gateway route's limit), checked and compiled: its window or unit, its
 //! number, its algorithm and penalty, into a [`Limit`] holding its rule.
 
-use std::time::Duration;
-
 use serde_saphyr::Spanned;
 use slidegate::limits::{DEFAULT_BUCKETS, MAX_WINDOW};
 use slidegate::{Algorithm, Penalty, Rule};
@@ -43,11 +41,9 @@ impl Builder<'_> {
             }
         }
         let source = self.source(at);
-        let base = |enforcement, requests_per_unit, window, unit| Limit {
+        let base = |enforcement, unit| Limit {
             name: name.clone(),
             enforcement,
-            requests_per_unit,
-            window,
             unit,
             shadow,
             replaces: replaces.clone(),
@@ -70,8 +66,7 @@ impl Builder<'_> {
                     self.error(pos, format!("`unlimited: true` takes no `{what}`"));
                 }
             }
-            return (self.errors.len() == errors_before)
-                .then(|| base(Enforcement::Unlimited, u32::MAX, Duration::ZERO, None));
+            return (self.errors.len() == errors_before).then(|| base(Enforcement::Unlimited, None));
         }
 
         let (window, unit) = match (&yaml.unit, &yaml.window) {
@@ -201,18 +196,18 @@ impl Builder<'_> {
                 );
                 return None;
             }
-            return Some(base(Enforcement::Block, 0, window, unit));
+            return Some(base(Enforcement::Block(window), unit));
         }
         let rule = Rule::new(requests, window)
             .and_then(|rule| rule.with_algorithm(algorithm))
-            .and_then(|rule| rule.named(COUNTER_NAME))
+            .and_then(|rule| rule.named(&rule_name(name.as_deref())))
             .map(|rule| rule.in_shadow(shadow));
         let rule = match (rule, penalty) {
             (Ok(rule), Some(penalty)) => rule.with_penalty(penalty),
             (rule, _) => rule,
         };
         match rule {
-            Ok(rule) => Some(base(Enforcement::Rule(self.shared(rule)), requests, window, unit)),
+            Ok(rule) => Some(base(Enforcement::Rule(self.shared(rule)), unit)),
             Err(error) => {
                 self.error(at, format!("this limit cannot be enforced: {error}"));
                 None
@@ -293,11 +288,21 @@ impl Builder<'_> {
     }
 }
 
-/// The name of every configured limit's rule. A name keys a rule's state
-/// apart from its numbers, so a limit whose `requests_per_unit` changes
-/// keeps what it has counted (a lowered limit applies at once); what tells
-/// limits apart — the domain, the descriptor's entries, the limit's
-/// position, name and window — is in each counter's identity
-/// ([`Limit::write_identity_part`](super::Limit)), and limits alike share
-/// one rule.
-const COUNTER_NAME: &str = "service";
+/// The name of a configured limit's rule: the limit's `name`, spelled in
+/// the characters a rule name takes, or `service` for an unnamed one. It
+/// names the limit in quota headers and metrics. A name keys a rule's
+/// state apart from its numbers, so a limit whose `requests_per_unit`
+/// changes keeps what it has counted (a lowered limit applies at once);
+/// what tells limits apart — the domain, the descriptor's entries, the
+/// limit's position, name and window — is in each counter's identity
+/// ([`Limit::write_identity_part`](crate::config::Limit)), and unnamed
+/// limits alike share one rule.
+fn rule_name(name: Option<&str>) -> String {
+    let spelled: String = name
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
+        .take(slidegate::limits::MAX_NAME_LEN)
+        .collect();
+    if spelled.is_empty() { "service".to_owned() } else { spelled }
+}

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use serde_saphyr::Spanned;
+use slidegate::Rule;
 use slidegate_tower::MissingKey;
 
 use super::yaml::LimitYaml;
@@ -110,7 +111,7 @@ pub(super) fn limits(
         let rule_name = format!("{scope}.{name}");
         let rule = match &built.enforcement {
             Enforcement::Rule(rule) => rule.clone().named(&rule_name),
-            Enforcement::Block | Enforcement::Unlimited => {
+            Enforcement::Block(_) | Enforcement::Unlimited => {
                 builder.error(
                     at,
                     "`requests_per_unit` must be at least 1 (to refuse a route's requests, leave it out)",
@@ -125,7 +126,7 @@ pub(super) fn limits(
                 continue;
             }
         };
-        if let Some(other) = out.iter().find(|l| l.rule.name() == Some(rule_name.as_str())) {
+        if let Some(other) = out.iter().find(|l| l.rule().and_then(Rule::name) == Some(rule_name.as_str())) {
             builder.error(
                 at,
                 format!(
@@ -136,8 +137,8 @@ pub(super) fn limits(
             continue;
         }
         built.name = Some(rule_name);
-        built.enforcement = Enforcement::Rule(rule.clone());
-        out.push(RouteLimit { limit: Arc::new(built), rule, key, missing });
+        built.enforcement = Enforcement::Rule(rule);
+        out.push(RouteLimit { limit: Arc::new(built), key, missing });
     }
     out
 }

@@ -172,12 +172,18 @@ pub struct RouteLimit {
     /// The limit; its rule is named `<route>.<limit>` (or
     /// `gateway.<limit>` for the gateway's own, shared by every route).
     pub limit: Arc<Limit>,
-    /// The rule (named).
-    pub rule: Rule,
     /// Whose requests it counts.
     pub key: KeySpec,
     /// What a request without the key does.
     pub missing: MissingKey,
+}
+
+impl RouteLimit {
+    /// Its rule, named `<route>.<limit>` (or `gateway.<limit>`): always
+    /// `Some`, as the gateway refuses limits that decide without the store.
+    pub fn rule(&self) -> Option<&Rule> {
+        self.limit.rule()
+    }
 }
 
 /// Whose requests a limit counts: the tower layer's extractors.
@@ -281,7 +287,7 @@ impl GatewayConfig {
                     "preserve_host": route.preserve_host,
                     "http2": route.http2,
                     "limits": route.limits.iter().map(|l| serde_json::json!({
-                        "rule": l.rule.name(),
+                        "rule": l.rule().and_then(Rule::name),
                         "key": l.key.name(),
                         "limit": l.limit.view(),
                     })).collect::<Vec<_>>(),

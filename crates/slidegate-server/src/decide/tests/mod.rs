@@ -99,7 +99,7 @@ impl Harness {
 
 /// The applying limit as `(requests_per_unit, unit)`.
 fn limit_of(status: &DescriptorStatus) -> Option<(u32, Option<Unit>)> {
-    status.limit.as_ref().map(|l| (l.requests_per_unit, l.unit))
+    status.limit.as_ref().map(|l| (l.requests_per_unit(), l.unit))
 }
 
 fn assert_no_limit(status: &DescriptorStatus) {

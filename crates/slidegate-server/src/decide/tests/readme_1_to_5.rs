@@ -29,7 +29,7 @@ async fn example_1_exact_values_each_have_their_limit() {
     assert_eq!(limit_of(&users), Some((500, Some(Unit::Second))));
     assert_eq!(users.remaining, 499);
     let limit = users.limit.as_ref().unwrap();
-    assert_eq!(limit.window, Duration::from_secs(1));
+    assert_eq!(limit.window(), Duration::from_secs(1));
     assert_eq!(limit.stat_key, "mongo_cps.database_users");
     assert_eq!(limit.name, None);
     assert!(!limit.shadow);
@@ -201,7 +201,7 @@ async fn example_3_per_ip_limit_and_blocked_ip() {
             assert_eq!(blocked.code, Code::OverLimit);
             assert_eq!(limit_of(&blocked), Some((0, Some(Unit::Second))));
             assert_eq!(blocked.remaining, 0);
-            assert_eq!(blocked.limit.as_ref().unwrap().enforcement, Enforcement::Block);
+            assert!(matches!(blocked.limit.as_ref().unwrap().enforcement, Enforcement::Block(_)));
         }
         // Time does not unblock it.
         h.clock.advance(Duration::from_secs(3600));

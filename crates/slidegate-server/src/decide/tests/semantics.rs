@@ -35,7 +35,7 @@ descriptors:
 #[tokio::test]
 async fn wildcard_precedence_exact_then_first_wildcard_then_key_only() {
     let h = harness(PRECEDENCE);
-    let rpu = |status: DescriptorStatus| status.limit.map(|l| l.requests_per_unit);
+    let rpu = |status: DescriptorStatus| status.limit.map(|l| l.requests_per_unit());
     // Exact beats every wildcard.
     assert_eq!(rpu(h.one("precedence", &[("k", "abc")]).await), Some(4));
     // The first matching wildcard in file order, not the longest.
@@ -51,7 +51,7 @@ async fn wildcard_precedence_exact_then_first_wildcard_then_key_only() {
 #[tokio::test]
 async fn no_backtracking_to_a_less_specific_match() {
     let h = harness(PRECEDENCE);
-    let rpu = |status: DescriptorStatus| status.limit.map(|l| l.requests_per_unit);
+    let rpu = |status: DescriptorStatus| status.limit.map(|l| l.requests_per_unit());
     // `a*` then its child.
     assert_eq!(rpu(h.one("precedence", &[("k", "a1"), ("sub", "x")]).await), Some(12));
     // `a*` has no child for sub=y: nothing, though the key-only `k` has one.
@@ -142,10 +142,10 @@ descriptors:
     );
     let five = h.one("ext", &[("five_minutes", "a")]).await;
     let limit = five.limit.as_ref().unwrap();
-    assert_eq!((limit.requests_per_unit, limit.window, limit.unit), (2, Duration::from_secs(300), None));
+    assert_eq!((limit.requests_per_unit(), limit.window(), limit.unit), (2, Duration::from_secs(300), None));
     let hour = h.one("ext", &[("one_hour", "a")]).await;
     assert_eq!(limit_of(&hour), Some((2, Some(Unit::Hour))));
-    assert_eq!(hour.limit.as_ref().unwrap().window, Duration::from_secs(3600));
+    assert_eq!(hour.limit.as_ref().unwrap().window(), Duration::from_secs(3600));
     for key in ["five_minutes", "one_hour", "fixed", "gcra", "log"] {
         // Five used one of each of the first two.
         let n = if matches!(key, "five_minutes" | "one_hour") { 1 } else { 2 };
