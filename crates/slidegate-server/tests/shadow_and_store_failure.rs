@@ -2,19 +2,18 @@
 //! unavailable` hold on every edge of one service: RLS over gRPC,
 //! `/v1/check` and the gateway, each deciding through the same limiter.
 
+#[path = "support/edges.rs"]
+mod edges;
 mod support;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
+use edges::Edges;
 use serde_json::Value;
 use slidegate::MemoryStore;
 use slidegate_redis::RedisStore;
-use slidegate_server::{Listeners, OnStoreFailure, ServeError, ServerConfig, ServiceStore, serve};
+use slidegate_server::{OnStoreFailure, ServerConfig, ServiceStore};
 use slidegate_testkit::Upstream;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 /// The same limit on each edge: 3 per minute, by route.
 const RULES: &str = "\
@@ -31,109 +30,38 @@ fn gateway_yaml(route: &str, upstream: SocketAddr, limits: &str) -> String {
 
 const ONE_LIMIT: &str = "      - { key: route, requests_per_unit: 3, window: 1m }\n";
 
-/// A service with RLS, the HTTP API and the gateway; dropping it stops it.
-struct Edges {
-    grpc: SocketAddr,
-    api: SocketAddr,
-    proxy: SocketAddr,
-    _dir: tempfile::TempDir,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), ServeError>>>,
+/// `Edges` with these rules, and the calls the tests below make.
+async fn start(store: ServiceStore, gateway: &str, adjust: impl FnOnce(&mut ServerConfig)) -> Edges {
+    Edges::start(store, RULES, gateway, adjust).await
 }
 
-impl Drop for Edges {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
+/// One request through the gateway: its status.
+async fn through_gateway(edges: &Edges) -> u16 {
+    edges.gateway_get("/x").await.0
 }
 
-impl Edges {
-    async fn start(store: ServiceStore, gateway: &str, adjust: impl FnOnce(&mut ServerConfig)) -> Edges {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (rules, file) = (dir.path().join("rules.yaml"), dir.path().join("gateway.yaml"));
-        support::write(&rules, RULES);
-        support::write(&file, gateway);
-        let mut config = ServerConfig::new(&rules, store);
-        config.gateway = Some(file);
-        config.grace = Duration::from_secs(2);
-        config.metrics_recorder = true;
-        adjust(&mut config);
-        let bind = async || TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let (grpc, http, proxy) = (bind().await, bind().await, bind().await);
-        let addrs = [&grpc, &http, &proxy].map(|l| l.local_addr().expect("addr"));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let listeners = Listeners::new(Some(grpc), Some(http)).with_gateway(proxy);
-        let task = tokio::spawn(serve(config, listeners, async move {
-            let _ = stopped.await;
-        }));
-        let edges = Edges {
-            grpc: addrs[0],
-            api: addrs[1],
-            proxy: addrs[2],
-            _dir: dir,
-            stop: Some(stop),
-            task: Some(task),
-        };
-        support::eventually("the service answers", async || {
-            support::http_client().get(edges.url("/healthz").parse().expect("uri")).await.is_ok()
-        })
-        .await;
-        edges
-    }
+/// One `/v1/check` of `route=r`: its status and answer.
+async fn check(edges: &Edges) -> (u16, Value) {
+    let body = r#"{"domain":"edge","descriptors":[{"entries":[{"key":"route","value":"r"}]}]}"#;
+    let (status, _, answer) = edges.check(body).await;
+    (status, answer)
+}
 
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.api)
-    }
-
-    /// One request through the gateway: its status.
-    async fn through_gateway(&self) -> u16 {
-        support::http("GET", &format!("http://{}/x", self.proxy), "", &[]).await.0
-    }
-
-    /// One `/v1/check`: its status and answer.
-    async fn check(&self) -> (u16, Value) {
-        let body = r#"{"domain":"edge","descriptors":[{"entries":[{"key":"route","value":"r"}]}]}"#;
-        let (status, _, text) = support::http("POST", &self.url("/v1/check"), body, &[]).await;
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-
-    /// One RLS call: its overall code, or the gRPC error's code.
-    async fn rls(&self) -> Result<i32, tonic::Code> {
-        use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-        let mut client =
-            RateLimitServiceClient::connect(format!("http://{}", self.grpc)).await.expect("gRPC");
-        let request = support::rls("edge", &[&[("route", "r")]]);
-        client.should_rate_limit(request).await.map(|r| r.into_inner().overall_code).map_err(|e| e.code())
-    }
-
-    /// The sum of the `/metrics` samples of `name` with every label of `labels`.
-    async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        let (status, _, text) = support::http("GET", &self.url("/metrics"), "", &[]).await;
-        assert_eq!(status, 200, "{text}");
-        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-        text.lines()
-            .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{')))
-            .filter(|l| labels.iter().all(|label| l.contains(label.as_str())))
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum()
-    }
+/// One RLS call of `route=r`: its overall code, or the gRPC error's code.
+async fn rls(edges: &Edges) -> Result<i32, tonic::Code> {
+    let answer = edges.rls(support::rls("edge", &[&[("route", "r")]])).await;
+    answer.map(|r| r.overall_code).map_err(|e| e.code())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shadow_admits_everything_on_every_edge_and_counts_the_denials() {
     let upstream = Upstream::start();
     let store = ServiceStore::Memory(MemoryStore::new());
-    let edges =
-        Edges::start(store, &gateway_yaml("s", upstream.addr(), ONE_LIMIT), |c| c.shadow = true).await;
+    let edges = start(store, &gateway_yaml("s", upstream.addr(), ONE_LIMIT), |c| c.shadow = true).await;
 
     let mut statuses = Vec::new();
     for _ in 0..6 {
-        statuses.push(edges.through_gateway().await);
+        statuses.push(through_gateway(&edges).await);
     }
     assert_eq!(statuses, [200; 6], "the gateway denies no one in shadow mode");
     assert_eq!(upstream.requests(), 6);
@@ -141,10 +69,10 @@ async fn shadow_admits_everything_on_every_edge_and_counts_the_denials() {
     assert_eq!(edges.metric("slidegate_shadow_over_limit_total", &shadow).await, 3.0);
 
     for i in 0..6 {
-        assert_eq!(edges.rls().await, Ok(support::OK), "RLS request {i}");
+        assert_eq!(rls(&edges).await, Ok(support::OK), "RLS request {i}");
     }
     for i in 0..2 {
-        let (status, answer) = edges.check().await;
+        let (status, answer) = check(&edges).await;
         assert_eq!(status, 200, "{answer}");
         assert_eq!(answer["descriptors"][0]["shadow_over_limit"], true, "check {i}: {answer}");
     }
@@ -166,10 +94,10 @@ async fn a_gateway_limit_in_shadow_mode_admits_and_the_others_still_deny() {
     let limits = "      - { name: trial, key: route, requests_per_unit: 1, window: 1m, shadow_mode: true }\n\
                   \x20     - { name: enforced, key: route, requests_per_unit: 3, window: 1m }\n";
     let store = ServiceStore::Memory(MemoryStore::new());
-    let edges = Edges::start(store, &gateway_yaml("t", upstream.addr(), limits), |_| {}).await;
+    let edges = start(store, &gateway_yaml("t", upstream.addr(), limits), |_| {}).await;
     let mut statuses = Vec::new();
     for _ in 0..4 {
-        statuses.push(edges.through_gateway().await);
+        statuses.push(through_gateway(&edges).await);
     }
     assert_eq!(
         statuses,
@@ -187,28 +115,24 @@ async fn a_failed_store_is_unavailable_on_every_edge_when_configured() {
     // Nothing listens there: every store call fails.
     let nowhere = format!("redis://127.0.0.1:{}/", slidegate_testkit::free_port().expect("a free port"));
     let store = RedisStore::builder(nowhere).lazy(true).connect().await.expect("a lazy store");
-    let edges = Edges::start(
-        ServiceStore::Redis(store.clone()),
-        &gateway_yaml("u", upstream.addr(), ONE_LIMIT),
-        |c| {
+    let edges =
+        start(ServiceStore::Redis(store.clone()), &gateway_yaml("u", upstream.addr(), ONE_LIMIT), |c| {
             c.on_store_failure = OnStoreFailure::Unavailable;
-        },
-    )
-    .await;
-    assert_eq!(edges.through_gateway().await, 503);
+        })
+        .await;
+    assert_eq!(through_gateway(&edges).await, 503);
     assert_eq!(upstream.requests(), 0, "not forwarded");
-    assert_eq!(edges.rls().await, Err(tonic::Code::Unavailable));
-    assert_eq!(edges.check().await.0, 503);
+    assert_eq!(rls(&edges).await, Err(tonic::Code::Unavailable));
+    assert_eq!(check(&edges).await.0, 503);
     let (_, _, status) = support::http("GET", &edges.url("/v1/status"), "", &[]).await;
     assert!(status.contains("\"on_store_failure\":\"unavailable\""), "{status}");
     drop(edges);
 
     // The failure policy answers otherwise: the fallback admits, degraded.
     let edges =
-        Edges::start(ServiceStore::Redis(store), &gateway_yaml("u", upstream.addr(), ONE_LIMIT), |_| {})
-            .await;
-    assert_eq!(edges.through_gateway().await, 200);
-    assert_eq!(edges.rls().await, Ok(support::OK));
+        start(ServiceStore::Redis(store), &gateway_yaml("u", upstream.addr(), ONE_LIMIT), |_| {}).await;
+    assert_eq!(through_gateway(&edges).await, 200);
+    assert_eq!(rls(&edges).await, Ok(support::OK));
     assert_eq!(upstream.requests(), 1);
 }
 
@@ -220,10 +144,9 @@ async fn an_edited_gateway_limit_keeps_its_count_on_redis() {
     let redis = slidegate_testkit::RedisServer::start().expect("redis-server");
     let store = RedisStore::connect(&redis.url()).await.expect("connect");
     let edges =
-        Edges::start(ServiceStore::Redis(store), &gateway_yaml("v", upstream.addr(), ONE_LIMIT), |_| {})
-            .await;
+        start(ServiceStore::Redis(store), &gateway_yaml("v", upstream.addr(), ONE_LIMIT), |_| {}).await;
     for _ in 0..2 {
-        assert_eq!(edges.through_gateway().await, 200);
+        assert_eq!(through_gateway(&edges).await, 200);
     }
     let hash = async || {
         let (_, _, view) = support::http("GET", &edges.url("/v1/gateway"), "", &[]).await;
@@ -235,12 +158,12 @@ async fn an_edited_gateway_limit_keeps_its_count_on_redis() {
         upstream.addr(),
         &ONE_LIMIT.replace("requests_per_unit: 3", "requests_per_unit: 4"),
     );
-    support::write(&edges._dir.path().join("gateway.yaml"), &edited);
+    support::write(&edges.dir.path().join("gateway.yaml"), &edited);
     support::eventually("the edited file in force", async || hash().await != before).await;
     // 2 counted under 3; under 4, two more fit.
     let mut statuses = Vec::new();
     for _ in 0..3 {
-        statuses.push(edges.through_gateway().await);
+        statuses.push(through_gateway(&edges).await);
     }
     assert_eq!(statuses, [200, 200, 429]);
 }

@@ -213,7 +213,7 @@ pub(crate) fn unidentified<B: LimitedBody>(grpc: bool) -> Response<B> {
 /// The answer to a request whose cost a rule can never admit: 429 without
 /// `Retry-After` (waiting would not help), or for gRPC `RESOURCE_EXHAUSTED`
 /// without `RetryInfo`.
-pub(crate) fn never_admitted<B: LimitedBody>(
+pub(crate) fn cost_above_limit<B: LimitedBody>(
     limit: u32,
     message: &str,
     json: bool,

@@ -8,14 +8,14 @@ use std::task::{Context, Poll};
 use http::request::Parts;
 use http::{Request, Response};
 use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
-use slidegate::{Decision, ErrorKind, MultiDecision, Rule, Source, State, Store};
+use slidegate::{Decision, ErrorKind, MultiDecision, Rule, State, Store};
 use tower_service::Service;
 
 use crate::config::{Config, MissingKey};
 use crate::future::ResponseFuture;
-use crate::headers::{Headers, add_quota_headers};
+use crate::headers::{Headers, add_quota_headers, never_admitted};
 use crate::response::{
-    LimitedBody, internal_error, limited, never_admitted, unavailable, unidentified, wants_json,
+    LimitedBody, cost_above_limit, internal_error, limited, unavailable, unidentified, wants_json,
 };
 
 /// Rate limits the requests of an inner service (see
@@ -216,7 +216,7 @@ fn verdict<S, B: LimitedBody>(
     if multi.allowed {
         return Verdict::Call(multi);
     }
-    if multi.binding().is_some_and(|d| d.source == Source::CostAboveLimit) {
+    if never_admitted(&multi) {
         // A cost some rule can never admit: waiting would not help. The
         // cost may come from the request: a client sending such requests
         // gets one line per interval, not one per request.
@@ -224,7 +224,8 @@ fn verdict<S, B: LimitedBody>(
             tracing::warn!(target: "slidegate", held_back, "request cost above a limit{THROTTLED_NOTE}");
         }
         let limit = dimensions.iter().map(|(rule, _)| rule.limit()).min().unwrap_or(0);
-        let mut response = never_admitted(limit, config.message.text(), json, config.grpc);
+        let mut response = cost_above_limit(limit, config.message.text(), json, config.grpc);
+        Quota { config, dimensions, multi: &multi }.add_headers(response.headers_mut(), Headers::Own);
         response.extensions_mut().insert(multi);
         return Verdict::Answer(response);
     }

@@ -63,6 +63,7 @@ pub(super) fn answer(
             retry_after: decision.retry_after,
             reset_after: decision.reset_after,
             violations: decision.violations,
+            source: decision.source,
         });
     }
     for status in &mut statuses {

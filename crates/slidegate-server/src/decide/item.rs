@@ -86,29 +86,75 @@ pub(super) fn identity(
     entries: &[(&str, &str)],
     configured: Option<(&MatchPath<'_>, &Limit)>,
 ) -> String {
-    let mut out = String::with_capacity(
+    let mut out = Identity::with_capacity(
         24 + domain.len() + entries.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>(),
     );
-    // Lengths by itoa, not `write!`: every request builds one per limit.
-    let mut push = |part: &str| {
-        out.push_str(itoa::Buffer::new().format(part.len()));
-        out.push(':');
-        out.push_str(part);
-    };
-    push(domain);
+    out.part(domain);
     for (i, &(key, value)) in entries.iter().enumerate() {
-        push(key);
+        out.part(key);
         let shared = configured
             .and_then(|(path, _)| path.get(i))
             .filter(|(node, how)| node.share_threshold && *how == How::Wildcard)
             .and_then(|(node, _)| node.value.as_deref());
-        push(shared.unwrap_or(value));
+        out.part(shared.unwrap_or(value));
     }
     match configured {
-        Some((_, limit)) => limit.write_identity_part(&mut out),
-        None => out.push_str("|request"),
+        Some((_, limit)) => limit.write_identity_part(&mut out.0),
+        None => out.0.push_str("|request"),
     }
-    out
+    out.0
+}
+
+/// A counter's identity, written part by part: each part length-prefixed
+/// (`<len>:<bytes>`), then the limit's own part (`|…`). The one spelling of
+/// a counter on every edge: RLS and the HTTP API through [`identity`], the
+/// gateway through [`Identity::keyed`].
+pub(crate) struct Identity(String);
+
+impl Identity {
+    pub(crate) fn with_capacity(capacity: usize) -> Identity {
+        Identity(String::with_capacity(capacity))
+    }
+
+    /// Appends one part. Lengths by itoa, not `write!`: every request
+    /// builds one per limit.
+    pub(crate) fn part(&mut self, part: &str) {
+        self.0.push_str(itoa::Buffer::new().format(part.len()));
+        self.0.push(':');
+        self.0.push_str(part);
+    }
+
+    /// What is written so far.
+    pub(crate) fn into_string(self) -> String {
+        self.0
+    }
+
+    /// The identity of `value` between a `prefix` (domain and entries,
+    /// written with [`part`](Self::part)) and a limit's part `suffix`.
+    pub(crate) fn keyed(prefix: &str, value: &str, suffix: &str) -> String {
+        let mut out = Identity::with_capacity(prefix.len() + value.len() + suffix.len() + 8);
+        out.0.push_str(prefix);
+        out.part(value);
+        out.0.push_str(suffix);
+        out.0
+    }
+
+    /// The last part before the limit's own: the value a gateway limit
+    /// counted (`identity` itself when it is not one of these).
+    pub(crate) fn value_of(identity: &str) -> &str {
+        let mut rest = identity;
+        let mut last = identity;
+        while let Some((length, tail)) = rest.split_once(':') {
+            let Ok(length) = length.parse::<usize>() else { break };
+            let Some(part) = tail.get(..length) else { break };
+            last = part;
+            rest = &tail[length..];
+            if rest.starts_with('|') || rest.is_empty() {
+                return last;
+            }
+        }
+        last
+    }
 }
 
 /// The stats key of a match whose request values name it, as envoy
@@ -176,6 +222,19 @@ pub(super) fn override_limit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_keyed_identity_gives_back_its_value() {
+        let mut prefix = Identity::with_capacity(16);
+        prefix.part("gateway");
+        prefix.part("client_ip");
+        let prefix = prefix.into_string();
+        for value in ["10.0.0.1", "", "a:b|c", "12:x"] {
+            let identity = Identity::keyed(&prefix, value, "|0#r.ip@60000");
+            assert_eq!(Identity::value_of(&identity), value, "{identity}");
+        }
+        assert_eq!(Identity::keyed("7:gateway", "x", "|0#@1"), "7:gateway1:x|0#@1");
+    }
 
     #[test]
     fn an_identity_spells_each_part_with_its_length() {

@@ -15,7 +15,7 @@
 //! [`CheckError::Unavailable`].
 
 mod answer;
-mod item;
+pub(crate) mod item;
 pub(crate) mod request;
 pub(crate) mod stats;
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use slidegate::{Decision, Rule, State};
+use slidegate::{Decision, Rule, Source, State};
 
 use crate::config::{Limit, Unit};
 
@@ -93,6 +93,7 @@ impl CheckAnswer {
             };
             decision.state = l.state;
             decision.violations = l.violations;
+            decision.source = l.source;
             Some((rule, decision))
         })
     }
@@ -137,6 +138,8 @@ pub(crate) struct LimitStatus {
     pub reset_after: Duration,
     /// Its penalty's violations counted for this identity (0 without one).
     pub violations: u32,
+    /// Who answered (a cost above the limit, a shadow limit overruled, …).
+    pub source: Source,
 }
 
 impl DescriptorStatus {

@@ -12,13 +12,16 @@
 //!   [`body`]: the bodies passed both ways;
 //! * [`forward`]: hop-by-hop and forwarding headers;
 //! * [`upstream_conns`]: the HTTP/1.1 connections kept to each upstream;
-//! * [`conn`]: the cap on connections per client address.
+//! * [`conn`]: the cap on connections per client address;
+//! * [`counter`]: the counter a limit charges, spelled as the service
+//!   spells it for the same limit.
 //!
 //! The configuration ([`GatewayConfig`](crate::config::GatewayConfig)) is
 //! reloaded with the rules; a bad file keeps the routes in force.
 
 mod body;
 mod conn;
+mod counter;
 mod forward;
 mod head;
 mod path;

@@ -24,6 +24,7 @@ use tower_layer::Layer as _;
 
 use super::body::{GatewayBody, plain};
 use super::conn::TunnelHome;
+use super::counter::{ServiceKey, is_gateway_wide};
 use super::forward::is_upgrade;
 use super::head;
 use super::head::request_host;
@@ -31,6 +32,7 @@ use super::path::{Refused, normalize};
 use super::proxy::{Clients, Deciding, Proxy, Target};
 use crate::ServiceStore;
 use crate::config::{ConfigError, ConfigErrors, GatewayConfig, HostMatch, KeySpec, Route};
+use crate::decide::item::Identity;
 use crate::decide::stats::{Rates, ServiceStats, now_s};
 use crate::runtime::telemetry::{self, Outcome, RouteMetrics};
 
@@ -94,15 +96,28 @@ impl Table {
                 // Gateway limits always decide through the store.
                 let Some(rule) = limit.rule().cloned() else { continue };
                 let missing = limit.missing.clone();
+                // Counted as the service counts the same limit (counter.rs).
+                let scope = (!is_gateway_wide(limit)).then_some(route.name.as_str());
                 let added = match &limit.key {
-                    KeySpec::Global => layer.try_rule_or(rule, Global, missing),
-                    KeySpec::ClientIp => layer.try_rule_or(rule, trust.clone(), missing),
-                    KeySpec::PeerIp => layer.try_rule_or(rule, PeerIp, missing),
-                    KeySpec::Path => layer.try_rule_or(rule, Path, missing),
-                    KeySpec::Route => {
-                        layer.try_rule_or(rule, RouteName(Arc::from(route.name.as_str())), missing)
+                    KeySpec::Global => {
+                        layer.try_rule_or(rule, ServiceKey::new(Global, limit, scope), missing)
                     }
-                    KeySpec::Header(name) => layer.try_rule_or(rule, Header::new(name.clone()), missing),
+                    KeySpec::ClientIp => {
+                        layer.try_rule_or(rule, ServiceKey::new(trust.clone(), limit, scope), missing)
+                    }
+                    KeySpec::PeerIp => {
+                        layer.try_rule_or(rule, ServiceKey::new(PeerIp, limit, scope), missing)
+                    }
+                    KeySpec::Path => layer.try_rule_or(rule, ServiceKey::new(Path, limit, scope), missing),
+                    KeySpec::Route => {
+                        let name = RouteName(Arc::from(route.name.as_str()));
+                        layer.try_rule_or(rule, ServiceKey::new(name, limit, scope), missing)
+                    }
+                    KeySpec::Header(name) => layer.try_rule_or(
+                        rule,
+                        ServiceKey::new(Header::new(name.clone()), limit, scope),
+                        missing,
+                    ),
                 };
                 layer = added.map_err(|e: Error| refuse(format!("route `{}`: {e}", route.name)))?;
             }
@@ -237,7 +252,7 @@ fn count_decision(stats: &ServiceStats, response: &Response<GatewayBody>, decidi
             .iter()
             .zip(&multi.decisions)
             .filter(|(_, decision)| !decision.allowed)
-            .map(|(key, _)| key.clone())
+            .map(|((rule, identity), _)| (rule.clone(), Identity::value_of(identity).to_owned()))
             .collect();
         stats.limited("gateway", &denying, binding.remaining, binding.retry_after);
     }

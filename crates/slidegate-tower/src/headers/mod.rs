@@ -71,13 +71,20 @@ pub fn for_each_quota_header(
     own_quota_headers(&mut Texts(put), rules, multi, families);
 }
 
-/// The quota headers of a decision, and `Retry-After` when it denied, to a
-/// sink nothing was written to.
+/// The quota headers of a decision, and `Retry-After` when it denied and
+/// waiting can admit it (not a cost above a limit), to a sink nothing was
+/// written to.
 fn own_quota_headers(sink: &mut impl Sink, rules: &[&Rule], multi: &MultiDecision, families: Families) {
     add_quota_headers(sink, &rules.iter().copied(), None, multi, families, Headers::Own);
-    if !multi.allowed {
+    if !multi.allowed && !never_admitted(multi) {
         sink.insert(http::header::RETRY_AFTER, Value::Number(retry_after_secs(multi.retry_after())));
     }
+}
+
+/// Whether `multi` was denied for a cost above a limit: no wait admits it,
+/// so its answer has no `Retry-After`.
+pub(crate) fn never_admitted(multi: &MultiDecision) -> bool {
+    multi.binding().is_some_and(|d| d.source == slidegate::Source::CostAboveLimit)
 }
 
 /// Whole seconds, rounded up (a client waiting the rounded-down time would

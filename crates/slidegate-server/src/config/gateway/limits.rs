@@ -28,7 +28,7 @@ pub(super) fn limits(
     scope: &str,
 ) -> Vec<RouteLimit> {
     let mut out: Vec<RouteLimit> = Vec::new();
-    for (index, limit) in yaml.into_iter().enumerate() {
+    for limit in yaml {
         let at = position(&limit);
         let limit = limit.value;
         let key = match &limit.key {
@@ -104,7 +104,10 @@ pub(super) fn limits(
         };
         let stat_key = format!("{scope}.{}", name.as_deref().unwrap_or(""));
         let shadow = limit.shadow_mode.unwrap_or(false);
-        let built = builder.limit(written, at, index, shadow, &stat_key);
+        // Position 0: a gateway limit's key and name tell it apart (two of
+        // one scope with the same name are refused below), and the same
+        // limit in a rules file is a descriptor's only `rate_limit`.
+        let built = builder.limit(written, at, 0, shadow, &stat_key);
         let (Some(key), Some(missing), Some(name), Some(mut built)) = (key, missing, name, built) else {
             continue;
         };

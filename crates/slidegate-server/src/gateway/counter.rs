@@ -1,0 +1,61 @@
+//! The counter a gateway limit charges: the service's identity of the
+//! request's key, as RLS and the HTTP API spell it for the descriptor
+//! `[("route", <route>), (<key>, <value>)]` (or `[(<key>, <value>)]` for
+//! a gateway-wide limit) in the domain `gateway`. A rules file declaring
+//! that descriptor with the same limit counts in the same counters.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use http::request::Parts;
+use slidegate_tower::KeyExtractor;
+
+use crate::config::{KeySpec, RouteLimit};
+use crate::decide::item::Identity;
+
+/// The domain the gateway's limits count in.
+pub(crate) const DOMAIN: &str = "gateway";
+
+/// A key extractor whose key is the service identity of `inner`'s.
+pub(super) struct ServiceKey<K> {
+    inner: K,
+    /// The domain and the entries before the key's value.
+    prefix: Arc<str>,
+    /// The limit's own part (position, name, window).
+    suffix: Arc<str>,
+}
+
+impl<K> ServiceKey<K> {
+    /// `inner`'s keys for `limit` of `route` (`None` for a gateway-wide
+    /// limit, whose rule is named `gateway.<name>`).
+    pub(super) fn new(inner: K, limit: &RouteLimit, route: Option<&str>) -> ServiceKey<K> {
+        let mut prefix = Identity::with_capacity(64);
+        prefix.part(DOMAIN);
+        if let Some(route) = route {
+            prefix.part("route");
+            prefix.part(route);
+        }
+        prefix.part(&key_entry(&limit.key));
+        let mut suffix = String::new();
+        limit.limit.write_identity_part(&mut suffix);
+        ServiceKey { inner, prefix: Arc::from(prefix.into_string()), suffix: Arc::from(suffix) }
+    }
+}
+
+/// The entry key a gateway key counts under: its name as written.
+fn key_entry(key: &KeySpec) -> String {
+    key.name()
+}
+
+impl<K: KeyExtractor> KeyExtractor for ServiceKey<K> {
+    fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>> {
+        let value = self.inner.extract(parts)?;
+        Some(Cow::Owned(Identity::keyed(&self.prefix, &value, &self.suffix)))
+    }
+}
+
+/// Whether `limit` is the gateway's own (shared by every route) rather
+/// than `route`'s: its rule is named `gateway.<name>`.
+pub(super) fn is_gateway_wide(limit: &RouteLimit) -> bool {
+    limit.limit.name.as_deref().is_some_and(|name| name.starts_with("gateway."))
+}
