@@ -33,10 +33,11 @@ impl Default for MissingKey {
     }
 }
 
-/// One rule of a layer: the rule, whose key it limits, and what to do when
-/// the key is missing.
+/// One rule of a layer, keyed: the rule, the extractor of the key it
+/// limits, and what to do when the key is missing. (A request's keyed
+/// rules become the core's [`Dimension`](slidegate::Dimension)s.)
 #[derive(Clone)]
-pub(crate) struct Dimension {
+pub(crate) struct KeyedRule {
     pub(crate) rule: Rule,
     pub(crate) key: Arc<dyn KeyExtractor>,
     pub(crate) missing: MissingKey,
@@ -47,7 +48,7 @@ pub(crate) type CostFn = Arc<dyn Fn(&Parts) -> u32 + Send + Sync>;
 
 pub(crate) struct Config<S> {
     pub(crate) limiter: Limiter<S>,
-    pub(crate) dimensions: Vec<Dimension>,
+    pub(crate) dimensions: Vec<KeyedRule>,
     pub(crate) families: Families,
     /// The `RateLimit-Policy` value of all `dimensions` at their
     /// configured limits (see [`Config::policy_of`]).
@@ -60,7 +61,7 @@ pub(crate) struct Config<S> {
 
 impl<S> Config<S> {
     /// Adds a rule, and rebuilds the policy value that includes it.
-    pub(crate) fn push(&mut self, dimension: Dimension) {
+    pub(crate) fn push(&mut self, dimension: KeyedRule) {
         self.dimensions.push(dimension);
         let rules: Vec<&Rule> = self.dimensions.iter().map(|d| &d.rule).collect();
         self.policy = policy_value(&rules);

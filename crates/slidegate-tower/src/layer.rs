@@ -10,7 +10,7 @@ use slidegate::limits::MAX_DIMENSIONS;
 use slidegate::{Error, ErrorKind, Limiter, Rule, Store};
 use tower_layer::Layer;
 
-use crate::config::{Config, Dimension, MissingKey};
+use crate::config::{Config, KeyedRule, MissingKey};
 use crate::headers::Families;
 use crate::key::KeyExtractor;
 use crate::response::Message;
@@ -156,7 +156,7 @@ impl<S: Store> RateLimitLayer<S> {
         if matches!(&missing, MissingKey::Shared(shared) if shared.is_empty()) {
             return refuse(format!("the shared key for requests {rule} cannot identify must not be empty"));
         }
-        Ok(self.edit(|c| c.push(Dimension { rule, key: Arc::new(key), missing })))
+        Ok(self.edit(|c| c.push(KeyedRule { rule, key: Arc::new(key), missing })))
     }
 
     /// The body of a limited response (default `Too Many Requests`).
