@@ -305,20 +305,22 @@ impl<S: Store> Limiter<S> {
         if inner.shadow || dimensions.iter().any(|(rule, _)| rule.is_shadow()) {
             return None;
         }
-        let scaling = inner.scaling();
         let sent = inner.cache_time();
-        // Without a denial cached, the switch or scaling to answer it, only
-        // the store can: nothing to validate here.
+        // Without a denial cached, the switch or adaptive limits to answer
+        // it, only the store can: nothing to validate here.
         let cached = sent.is_some() && inner.deny_cache.as_ref().is_some_and(|cache| !cache.is_empty());
-        if !cached && inner.enabled.load(Ordering::Relaxed) && !scaling.is_active() {
+        if !cached && inner.enabled.load(Ordering::Relaxed) && inner.adaptive.is_none() {
             return None;
         }
+        // Validated before the scaling is read, as `check_all_n` does: an
+        // invalid request never takes the adaptive limits' evaluation.
         let valid = match Dimensions::new(dimensions, cost) {
             Ok(valid) => valid,
             // A cost above a limit is answered by `check_all_n`.
             Err(error) if error.kind() == crate::ErrorKind::InvalidCost && cost > 0 => return None,
             Err(error) => return Some(Err(error)),
         };
+        let scaling = inner.scaling();
         match inner.prepare_all(&scaling, valid, sent, true) {
             Prepared::Answered(multi) => Some(Ok(multi)),
             Prepared::Ask(_) => None,
