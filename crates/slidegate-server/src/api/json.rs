@@ -274,4 +274,31 @@ mod tests {
         let err = serde_json::from_str::<JsonRequest>(r#"{"domain":"d","descriptorz":[]}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field `descriptorz`"), "{err}");
     }
+
+    /// The plain parser [`parse_body`] tries first accepts what the
+    /// path-tracking one accepts, as the same value, and nothing else.
+    #[test]
+    fn the_plain_parser_agrees_with_the_tracking_one() {
+        let bodies = [
+            r#"{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}"#,
+            r#"  {"domain":"d","hitsAddend":"2"}  "#,
+            "{}",
+            r#"{"domain":"d"} x"#,
+            r#"{"domain":"d"}{}"#,
+            r#"{"domain":"d","domain":"e"}"#,
+            r#"{"descriptors":[{"limit":{"requests_per_unit":-1}}]}"#,
+            r#"{"descriptors":[{"entries":[{"key":"k","extra":1}]}]}"#,
+            r#"{"hits_addend":1.5}"#,
+            "[]",
+            "",
+            "null",
+        ];
+        for body in bodies {
+            let plain = serde_json::from_slice::<JsonRequest>(body.as_bytes()).ok();
+            let tracked = super::super::parse_tracked::<JsonRequest>(body.as_bytes());
+            assert_eq!(format!("{plain:?}"), format!("{:?}", tracked.as_ref().ok()), "{body}");
+            let parsed = super::super::parse_body::<JsonRequest>(body.as_bytes());
+            assert_eq!(format!("{parsed:?}"), format!("{tracked:?}"), "{body}");
+        }
+    }
 }

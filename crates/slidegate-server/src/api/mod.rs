@@ -7,6 +7,8 @@
 //! is configured.
 
 mod admin;
+#[cfg(test)]
+mod bypass_twin;
 mod check;
 mod json;
 mod page;
@@ -30,6 +32,7 @@ use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::de::DeserializeOwned;
 use slidegate_tower::headers::Families;
+use tower_service::Service as _;
 
 use crate::decide::Decider;
 use crate::decide::request::{CheckError, Mode};
@@ -88,6 +91,49 @@ impl Api {
             Arc::new(Checks { decider: state.decider.clone(), families: state.families, body_timeout });
         Api { router: router(state), checks }
     }
+
+    /// Answers a [`Direct`] request without the router.
+    fn answer<B>(&self, direct: Direct, request: Request<B>) -> ApiFuture
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let checks = Arc::clone(&self.checks);
+        Box::pin(async move {
+            let body = match read_body(request.into_body(), checks.body_timeout).await {
+                Ok(body) => body,
+                Err(answer) => return Ok(answer),
+            };
+            let (decider, families) = (&checks.decider, checks.families);
+            let answer = match direct {
+                Direct::Check(mode) => check::answer(decider, families, &body, mode).await,
+                Direct::EnvoyJson => json::answer(decider, families, &body).await,
+            };
+            Ok(with_length(answer))
+        })
+    }
+
+    /// Passes `request` to the router, its body read first, so that the
+    /// handlers get a body that is all there (the time bound is this
+    /// service's).
+    fn route<B>(&mut self, request: Request<B>) -> ApiFuture
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        if request.body().is_end_stream() {
+            return Box::pin(self.router.call(request));
+        }
+        let mut router = self.router.clone();
+        let timeout = self.checks.body_timeout;
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            match read_body(body, timeout).await {
+                Ok(body) => router.call(Request::from_parts(parts, Body::from(body))).await,
+                Err(answer) => Ok(answer),
+            }
+        })
+    }
 }
 
 /// The requests [`Api`] answers itself.
@@ -115,44 +161,24 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> ApiFuture {
-        let direct = match (request.uri().path(), request.method() == Method::POST) {
-            ("/v1/check", true) => Some(Direct::Check(Mode::Charge)),
-            ("/v1/peek", true) => Some(Direct::Check(Mode::Peek)),
-            ("/json", true) => Some(Direct::EnvoyJson),
-            _ => None,
-        };
-        // hyper's body knows its `Content-Length`: nothing to parse again.
-        if request.body().size_hint().lower() > MAX_BODY_BYTES as u64 {
-            return Box::pin(async { Ok(too_large()) });
+        if let Some(refused) = declared_too_large(&request) {
+            return refused;
         }
-        let checks = Arc::clone(&self.checks);
-        let Some(direct) = direct else {
-            // Read here, so that the router's handlers get a body that is
-            // all there (the time bound is this service's).
-            if request.body().is_end_stream() {
-                return Box::pin(self.router.call(request));
-            }
-            let mut router = self.router.clone();
-            return Box::pin(async move {
-                let (parts, body) = request.into_parts();
-                match read_body(body, checks.body_timeout).await {
-                    Ok(body) => router.call(Request::from_parts(parts, Body::from(body))).await,
-                    Err(answer) => Ok(answer),
-                }
-            });
-        };
-        Box::pin(async move {
-            let body = match read_body(request.into_body(), checks.body_timeout).await {
-                Ok(body) => body,
-                Err(answer) => return Ok(answer),
-            };
-            let (decider, families) = (&checks.decider, checks.families);
-            Ok(match direct {
-                Direct::Check(mode) => check::answer(decider, families, &body, mode).await,
-                Direct::EnvoyJson => json::answer(decider, families, &body).await,
-            })
-        })
+        match (request.uri().path(), request.method() == Method::POST) {
+            ("/v1/check", true) => self.answer(Direct::Check(Mode::Charge), request),
+            ("/v1/peek", true) => self.answer(Direct::Check(Mode::Peek), request),
+            ("/json", true) => self.answer(Direct::EnvoyJson, request),
+            _ => self.route(request),
+        }
     }
+}
+
+/// The answer to a request whose body is declared larger than
+/// [`MAX_BODY_BYTES`] (hyper's body knows its `Content-Length`: nothing
+/// to parse again), before any of it is read.
+fn declared_too_large<B: http_body::Body>(request: &Request<B>) -> Option<ApiFuture> {
+    let declared = request.body().size_hint().lower();
+    (declared > MAX_BODY_BYTES as u64).then(|| -> ApiFuture { Box::pin(async { Ok(too_large()) }) })
 }
 
 /// Reads a request body whole: at most [`MAX_BODY_BYTES`], within `timeout`.
@@ -193,6 +219,18 @@ where
     }
 }
 
+/// `answer` with its `content-length`, as the router sets it on its
+/// handlers' answers: the same headers in the same order (hyper would
+/// write a missing one after those it adds, such as `connection: close`).
+fn with_length(mut answer: Response) -> Response {
+    if let Some(length) = http_body::Body::size_hint(answer.body()).exact()
+        && !answer.headers().contains_key(axum::http::header::CONTENT_LENGTH)
+    {
+        answer.headers_mut().insert(axum::http::header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    answer
+}
+
 /// 413, as axum's `Bytes` extractor words it; the connection is closed
 /// (the body left unread would be read as the next request).
 fn too_large() -> Response {
@@ -222,8 +260,11 @@ fn json_answer(
     response
 }
 
-/// The router of the HTTP API, complete on its own: [`Api`] answers the
-/// checks' `POST`s before it, and it answers their other methods (405).
+/// The router of the HTTP API, complete on its own: it answers the
+/// checks' other methods (405, with `Allow`). Their `POST`s never reach it
+/// in service ([`Api`] answers them first); its handlers for them are the
+/// general path the bypass is tested against, byte for byte
+/// (`bypass_twin`).
 fn router(state: AppState) -> Router {
     let mut router = Router::new()
         .route("/json", post(json::handle).get(json::handle))
@@ -275,6 +316,12 @@ pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> 
     if let Ok(parsed) = serde_json::from_slice(body) {
         return Ok(parsed);
     }
+    parse_tracked(body)
+}
+
+/// [`parse_body`] tracking the path to what is wrong: the general path,
+/// which the plain parser before it must agree with.
+fn parse_tracked<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
     let mut json = serde_json::Deserializer::from_slice(body);
     let parsed: T = serde_path_to_error::deserialize(&mut json).map_err(|e| {
         let path = e.path().to_string();

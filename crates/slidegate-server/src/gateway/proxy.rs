@@ -33,6 +33,11 @@ use crate::config::{GatewaySettings, Route};
 use crate::decide::stats::ServiceStats;
 use crate::runtime::telemetry;
 
+#[cfg(test)]
+mod pool_twin;
+#[cfg(test)]
+mod uri_twin;
+
 type HttpClient = Client<HttpConnector, Upload>;
 
 /// How long an upstream connection may stay idle before it is closed.
