@@ -46,8 +46,9 @@ pub(super) fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     let mut present = headers.keys().filter(|name| HOP_BY_HOP.contains(name) || **name == PROXY_CONNECTION);
     match (present.next(), present.next()) {
         (None, _) => return,
-        // The other usual case: an answer's `Connection: keep-alive` (or
-        // `close`), which names no header to remove but `Keep-Alive`.
+        // The other usual case: an answer's `Connection: keep-alive`, which
+        // names no header to remove but `Keep-Alive` (absent here). A
+        // `close` token names a header `close`: the general path removes it.
         (Some(name), None) if *name == header::CONNECTION && !upgrade && only_keep_alive(headers) => {
             headers.remove(header::CONNECTION);
             return;
@@ -79,15 +80,12 @@ pub(super) fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     }
 }
 
-/// Whether every `Connection` token is `keep-alive` or `close`.
+/// Whether every `Connection` token is `keep-alive`.
 fn only_keep_alive(headers: &HeaderMap) -> bool {
     headers.get_all(header::CONNECTION).iter().all(|value| {
-        value.to_str().is_ok_and(|value| {
-            value.split(',').all(|t| {
-                let t = t.trim();
-                t.eq_ignore_ascii_case("keep-alive") || t.eq_ignore_ascii_case("close")
-            })
-        })
+        value
+            .to_str()
+            .is_ok_and(|value| value.split(',').all(|t| t.trim().eq_ignore_ascii_case("keep-alive")))
     })
 }
 
@@ -215,6 +213,23 @@ mod tests {
         h.insert(PROXY_CONNECTION, HeaderValue::from_static("keep-alive"));
         remove_hop_by_hop(&mut h, false);
         assert_eq!(h, before, "one of them is enough to look at every one");
+    }
+
+    /// The shortcut for a lone `Connection` header removes what the
+    /// general path would: `close` names a header `close` too.
+    #[test]
+    fn a_lone_connection_header_goes_as_the_general_path_takes_it() {
+        for value in ["keep-alive", "close", "Keep-Alive, close", "close, x-other"] {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONNECTION, HeaderValue::from_static(value));
+            h.insert("close", HeaderValue::from_static("1"));
+            h.insert("x-kept", HeaderValue::from_static("1"));
+            remove_hop_by_hop(&mut h, false);
+            let mut names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+            names.sort_unstable();
+            let expected: &[&str] = if value.contains("close") { &["x-kept"] } else { &["close", "x-kept"] };
+            assert_eq!(names, expected, "{value}");
+        }
     }
 
     #[test]
