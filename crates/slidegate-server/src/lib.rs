@@ -32,9 +32,9 @@
 //!   `tune_process`, off unless a program opts in) on [`Listeners`] the
 //!   caller bound; it fails with a [`ServeError`];
 //! * [`ServiceStore`]: the store choice (the embedded store or Redis);
-//! * [`check_admin_token`] and [`MIN_ADMIN_TOKEN_LEN`]: what an admin token
-//!   must be; [`DEFAULT_HEADER_TIMEOUT`] and [`MAX_BODY_BYTES`]: the bounds
-//!   on a client's request head and body;
+//! * [`check_admin_token`]: what an admin token must be;
+//!   [`DEFAULT_HEADER_TIMEOUT`] and [`MAX_BODY_BYTES`]: the bounds on a
+//!   client's request head and body;
 //! * [`config`]: the configuration checker — [`config::Config::load`] and
 //!   [`config::GatewayConfig::load`] read and check rules and gateway files
 //!   (every problem with line and column, [`config::ConfigErrors`]) into
@@ -60,9 +60,6 @@ mod store;
 
 pub use api::MAX_BODY_BYTES;
 pub use decide::OnStoreFailure;
-pub use serve::{
-    DEFAULT_HEADER_TIMEOUT, Listeners, MIN_ADMIN_TOKEN_LEN, ServeError, ServerConfig, check_admin_token,
-    serve,
-};
+pub use serve::{DEFAULT_HEADER_TIMEOUT, Listeners, ServeError, ServerConfig, check_admin_token, serve};
 pub use slidegate_tower::headers::Families as HeaderFamilies;
 pub use store::ServiceStore;

@@ -80,10 +80,10 @@ pub struct ServerConfig {
 }
 
 /// The fewest characters an admin token may have.
-pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
+pub(crate) const MIN_ADMIN_TOKEN_LEN: usize = 16;
 
 /// Checks an admin token ([`ServerConfig::admin_token`]): at least
-/// [`MIN_ADMIN_TOKEN_LEN`] characters, each printable ASCII (`!` to `~`).
+/// 16 characters, each printable ASCII (`!` to `~`).
 /// Clients send it in an HTTP header, which browsers and most clients can
 /// fill only with such characters: any other token could never be given.
 ///
