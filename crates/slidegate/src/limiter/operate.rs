@@ -93,7 +93,7 @@ impl<S: Store> Limiter<S> {
         self.inner.adaptive.as_ref().map(|a| a.scaler.factor())
     }
 
-    /// Whether every rule is in shadow mode ([`LimiterBuilder::shadow`]).
+    /// Whether every rule is in shadow mode ([`LimiterBuilder::shadow`](crate::LimiterBuilder::shadow)).
     pub fn is_shadow(&self) -> bool {
         self.inner.shadow
     }
