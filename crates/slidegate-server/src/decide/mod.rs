@@ -276,21 +276,8 @@ impl Decider {
         }
         // The rest together, all or nothing (repeated descriptors sum
         // their weights into one dimension).
-        let groups = merge(items, &charge);
-        let dims = dimensions(items, &groups);
-        if dims.is_empty() {
-            return Ok(false);
-        }
-        too_many(dims.len())?;
-        let started = std::time::Instant::now();
-        let multi = self.limiter.check_all_weighted(&dims).await.map_err(|e| check_error(&e))?;
-        self.stats.store_call(started.elapsed());
-        for (group, decision) in groups.iter().zip(&multi.decisions) {
-            for &i in &group.members {
-                items[i].outcome = Some(*decision);
-            }
-        }
-        if multi.allowed {
+        let Some(allowed) = self.ask(items, &charge, Mode::Charge).await? else { return Ok(false) };
+        if allowed {
             return Ok(false);
         }
         // A weight above a limit denied without asking about the others:
@@ -306,23 +293,35 @@ impl Decider {
 
     /// Peeks the items `which` (nothing is charged).
     async fn peek(&self, items: &mut [Item], which: &[usize]) -> Result<(), CheckError> {
-        if which.is_empty() {
-            return Ok(());
+        if !which.is_empty() {
+            self.ask(items, which, Mode::Peek).await?;
         }
+        Ok(())
+    }
+
+    /// Decides the items `which` together in one limiter call — charged
+    /// (all or nothing) or peeked, by `mode` — and fills their outcomes.
+    /// Whether the call admitted them; `None` when none decides through
+    /// the store.
+    async fn ask(&self, items: &mut [Item], which: &[usize], mode: Mode) -> Result<Option<bool>, CheckError> {
         let groups = merge(items, which);
         let dims = dimensions(items, &groups);
         if dims.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         too_many(dims.len())?;
         let started = std::time::Instant::now();
-        let multi = self.limiter.peek_all_weighted(&dims).await.map_err(|e| check_error(&e))?;
+        let multi = match mode {
+            Mode::Charge => self.limiter.check_all_weighted(&dims).await,
+            Mode::Peek => self.limiter.peek_all_weighted(&dims).await,
+        }
+        .map_err(|e| check_error(&e))?;
         self.stats.store_call(started.elapsed());
         for (group, decision) in groups.iter().zip(&multi.decisions) {
             for &i in &group.members {
                 items[i].outcome = Some(*decision);
             }
         }
-        Ok(())
+        Ok(Some(multi.allowed))
     }
 }
