@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use http::request::Parts;
 use http::{Request, Response};
 use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
-use slidegate::{Decision, ErrorKind, MultiDecision, Rule, State, Store};
+use slidegate::{Decision, MultiDecision, Rule, State, Store};
 use tower_service::Service;
 
 use crate::config::{Config, MissingKey};
@@ -171,15 +171,6 @@ static NEVER_ADMITTED: LogThrottle = LogThrottle::new();
 /// Gates the warning of checks failed for the store's sake.
 static STORE_FAILED: LogThrottle = LogThrottle::new();
 
-/// Whether `error` is the store's failure (the limiter's failure policy is
-/// [`Fail`](slidegate::FailurePolicy::Fail)) rather than invalid input.
-fn is_store_failure(error: &slidegate::Error) -> bool {
-    matches!(
-        error.kind(),
-        ErrorKind::Unavailable | ErrorKind::Timeout | ErrorKind::Backend | ErrorKind::CapacityExhausted
-    )
-}
-
 /// Milliseconds since this process first asked (the warning gate's clock).
 fn process_ms() -> u64 {
     static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
@@ -194,7 +185,7 @@ fn verdict<S, B: LimitedBody>(
 ) -> Verdict<B> {
     let multi = match result {
         Ok(multi) => multi,
-        Err(error) if is_store_failure(&error) => {
+        Err(error) if error.is_store_failure() => {
             // The failure policy is `fail`: the caller's own policy decides.
             if let Some(held_back) = STORE_FAILED.pass(process_ms(), LogThrottle::EVERY_MS) {
                 tracing::warn!(

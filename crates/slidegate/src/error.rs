@@ -94,6 +94,14 @@ impl Error {
         matches!(self.kind, ErrorKind::Unavailable | ErrorKind::Timeout | ErrorKind::CapacityExhausted)
     }
 
+    /// Whether the store failed (unavailable, timed out, out of capacity,
+    /// or an error of its own) rather than the input being invalid: what a
+    /// check returns under [`FailurePolicy::Fail`](crate::FailurePolicy::Fail),
+    /// and what an edge answers `503` / `UNAVAILABLE`.
+    pub fn is_store_failure(&self) -> bool {
+        self.is_transient() || self.kind == ErrorKind::Backend
+    }
+
     /// Whether the store did not answer in time.
     pub fn is_timeout(&self) -> bool {
         self.kind == ErrorKind::Timeout

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slidegate::limits::MAX_DIMENSIONS;
-use slidegate::{Decision, ErrorKind, FailurePolicy, Limiter, Source, State};
+use slidegate::{Decision, FailurePolicy, Limiter, Source, State};
 
 use crate::config::{Config, Enforcement, Rules};
 use crate::decide::request::{CheckAnswer, CheckError, CheckRequest, Mode};
@@ -38,14 +38,12 @@ use item::{Item, dimensions, dynamic_stat_key, identity, invalid, merge, overrid
 /// The error of a limiter call: the request's fault, or the store's (the
 /// failure policy is `fail`).
 fn check_error(error: &slidegate::Error) -> CheckError {
-    match error.kind() {
-        ErrorKind::Unavailable | ErrorKind::Timeout | ErrorKind::Backend | ErrorKind::CapacityExhausted => {
-            CheckError::Unavailable(format!(
-                "the rate-limit store failed and --on-store-failure is `unavailable`: {error}"
-            ))
-        }
-        _ => invalid(error),
+    if error.is_store_failure() {
+        return CheckError::Unavailable(format!(
+            "the rate-limit store failed and --on-store-failure is `unavailable`: {error}"
+        ));
     }
+    invalid(error)
 }
 
 /// Refuses a request whose descriptors meet more limits than one

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use slidegate_tower::KeyExtractor;
 
-use crate::config::{KeySpec, RouteLimit};
+use crate::config::RouteLimit;
 use crate::decide::item::Identity;
 
 /// The domain the gateway's limits count in.
@@ -26,25 +26,20 @@ pub(super) struct ServiceKey<K> {
 }
 
 impl<K> ServiceKey<K> {
-    /// `inner`'s keys for `limit` of `route` (`None` for a gateway-wide
-    /// limit, whose rule is named `gateway.<name>`).
-    pub(super) fn new(inner: K, limit: &RouteLimit, route: Option<&str>) -> ServiceKey<K> {
+    /// `inner`'s keys for `limit` on `route` (not an entry of a
+    /// gateway-wide limit's identity: it counts across the routes).
+    pub(super) fn new(inner: K, limit: &RouteLimit, route: &str) -> ServiceKey<K> {
         let mut prefix = Identity::with_capacity(64);
         prefix.part(DOMAIN);
-        if let Some(route) = route {
+        if !limit.gateway_wide {
             prefix.part("route");
             prefix.part(route);
         }
-        prefix.part(&key_entry(&limit.key));
+        prefix.part(&limit.key.name());
         let mut suffix = String::new();
         limit.limit.write_identity_part(&mut suffix);
         ServiceKey { inner, prefix: Arc::from(prefix.into_string()), suffix: Arc::from(suffix) }
     }
-}
-
-/// The entry key a gateway key counts under: its name as written.
-fn key_entry(key: &KeySpec) -> String {
-    key.name()
 }
 
 impl<K: KeyExtractor> KeyExtractor for ServiceKey<K> {
@@ -52,10 +47,4 @@ impl<K: KeyExtractor> KeyExtractor for ServiceKey<K> {
         let value = self.inner.extract(parts)?;
         Some(Cow::Owned(Identity::keyed(&self.prefix, &value, &self.suffix)))
     }
-}
-
-/// Whether `limit` is the gateway's own (shared by every route) rather
-/// than `route`'s: its rule is named `gateway.<name>`.
-pub(super) fn is_gateway_wide(limit: &RouteLimit) -> bool {
-    limit.limit.name.as_deref().is_some_and(|name| name.starts_with("gateway."))
 }

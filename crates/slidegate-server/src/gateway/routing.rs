@@ -24,7 +24,7 @@ use tower_layer::Layer as _;
 
 use super::body::{GatewayBody, plain};
 use super::conn::TunnelHome;
-use super::counter::{ServiceKey, is_gateway_wide};
+use super::counter::ServiceKey;
 use super::forward::is_upgrade;
 use super::head;
 use super::head::request_host;
@@ -97,7 +97,7 @@ impl Table {
                 let Some(rule) = limit.rule().cloned() else { continue };
                 let missing = limit.missing.clone();
                 // Counted as the service counts the same limit (counter.rs).
-                let scope = (!is_gateway_wide(limit)).then_some(route.name.as_str());
+                let scope = route.name.as_str();
                 let added = match &limit.key {
                     KeySpec::Global => {
                         layer.try_rule_or(rule, ServiceKey::new(Global, limit, scope), missing)

@@ -141,7 +141,7 @@ pub(super) fn limits(
         }
         built.name = Some(rule_name);
         built.enforcement = Enforcement::Rule(rule);
-        out.push(RouteLimit { limit: Arc::new(built), key, missing });
+        out.push(RouteLimit { limit: Arc::new(built), gateway_wide: scope == "gateway", key, missing });
     }
     out
 }

@@ -172,6 +172,9 @@ pub struct RouteLimit {
     /// The limit; its rule is named `<route>.<limit>` (or
     /// `gateway.<limit>` for the gateway's own, shared by every route).
     pub limit: Arc<Limit>,
+    /// The gateway's own (top-level, shared by every route) rather than
+    /// one route's.
+    pub gateway_wide: bool,
     /// Whose requests it counts.
     pub key: KeySpec,
     /// What a request without the key does.
