@@ -157,6 +157,17 @@ async fn one_limit_decides_alike_on_every_edge_in_one_redis_counter() {
     assert_eq!(quota_of_map(&check_headers), gateway, "/v1/check");
     assert_eq!(redis.command("DBSIZE").expect("DBSIZE"), ":1", "still one counter");
 
+    // The service's edges count their denials alike: one identity among
+    // the most limited, one denial each in the metrics.
+    let (_, _, stats) = support::http("GET", &edges.url("/v1/stats"), "", &[]).await;
+    let stats: serde_json::Value = serde_json::from_str(&stats).expect("stats");
+    let top = stats["top_limited"].as_array().expect("top_limited");
+    assert_eq!(top.len(), 1, "{top:?}");
+    assert_eq!(top[0]["identity"], "gateway: route=r, client_ip=127.0.0.1");
+    assert_eq!(top[0]["count"], 3, "gateway, RLS and /v1/check");
+    let over_limit = edges.metric("slidegate_service_over_limit_total", &[("domain", "gateway")]).await;
+    assert_eq!(over_limit, 3.0);
+
     // A weight above the limit: denied on every edge that weighs, without
     // Retry-After (no wait admits it), with the same headers.
     let rls = edges.rls(rls_request(5)).await.expect("RLS");

@@ -407,7 +407,7 @@ routes:
     let (_, _, text) = get(&gateway.api_url("/v1/stats"), &[]).await;
     let stats: Value = serde_json::from_str(&text).expect("stats");
     let top = stats["top_limited"].as_array().expect("top_limited");
-    assert_eq!(top[0]["identity"], "gateway: limited.client_ip=127.0.0.1", "{top:?}");
+    assert_eq!(top[0]["identity"], "gateway: route=limited, client_ip=127.0.0.1", "{top:?}");
     assert_eq!(top[0]["count"], 2);
     assert!(stats["store"]["latency_us"]["p50"].as_f64().is_some(), "{}", stats["store"]);
     // And the metrics, by route and outcome.

@@ -105,7 +105,8 @@ where
                 }
             }
         }
-        let keys: Vec<(usize, String)> = if known.is_some() {
+        let shadow_denial = |multi: &MultiDecision| multi.decisions.iter().any(Decision::is_shadow_denial);
+        let keys: Vec<(usize, String)> = if known.as_ref().is_some_and(|multi| !shadow_denial(multi)) {
             // Decided already: the answer's headers need the rules, not the keys.
             keys.into_iter().map(|(i, _)| (i, String::new())).collect()
         } else {
@@ -136,6 +137,9 @@ where
             let mut response = inner.call(request).await?;
             let quota = Quota { config: &config, dimensions: &dimensions, multi: &multi };
             quota.add_headers(response.headers_mut(), Headers::Inner);
+            if shadow_denial(&multi) {
+                response.extensions_mut().insert(limited_keys(&dimensions));
+            }
             response.extensions_mut().insert(multi);
             Ok(response)
         })
@@ -144,10 +148,18 @@ where
 
 /// Who a limited request was: the rule and key of each limit that applied
 /// to it, in the order of its [`MultiDecision`]'s decisions. In the
-/// extensions of every response the layer answers "limited" (for access
-/// logs and status pages; admitted requests do not pay for it).
+/// extensions of every response the layer answers "limited", and of every
+/// admitted response a shadow rule would have denied (for access logs and
+/// status pages; other admitted requests do not pay for it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitedKeys(pub Vec<(String, String)>);
+
+/// The [`LimitedKeys`] of a request decided on `dimensions`.
+fn limited_keys(dimensions: &[(&Rule, &str)]) -> LimitedKeys {
+    LimitedKeys(
+        dimensions.iter().map(|(rule, key)| (rule.state_name().into_owned(), (*key).to_owned())).collect(),
+    )
+}
 
 /// The dimensions of a request's `keys`.
 fn dimensions_of<'a, S, K: AsRef<str>>(
@@ -221,9 +233,7 @@ fn verdict<S, B: LimitedBody>(
         return Verdict::Answer(response);
     }
     let mut response = denied(&Quota { config, dimensions, multi: &multi }, json);
-    let keys =
-        dimensions.iter().map(|(rule, key)| (rule.state_name().into_owned(), (*key).to_owned())).collect();
-    response.extensions_mut().insert(LimitedKeys(keys));
+    response.extensions_mut().insert(limited_keys(dimensions));
     response.extensions_mut().insert(multi);
     Verdict::Answer(response)
 }

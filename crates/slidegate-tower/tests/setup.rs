@@ -19,7 +19,7 @@ use slidegate::{
     Decision, Error, ErrorKind, FailurePolicy, Limiter, ManualClock, MemoryStore, Penalty, Rule, Store,
 };
 use slidegate_tower::{
-    ClientIp, ForwardedHeader, Global, MatchedPath, MissingKey, Path, PeerIp, RateLimitLayer,
+    ClientIp, ForwardedHeader, Global, LimitedKeys, MatchedPath, MissingKey, Path, PeerIp, RateLimitLayer,
 };
 use tower::ServiceExt;
 
@@ -294,8 +294,13 @@ async fn shadow_rules_admit_and_the_enforced_ones_still_count() {
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .layer(RateLimitLayer::new(shadow).rule(rule(1, "everything-shadow"), PeerIp));
-    for _ in 0..3 {
-        assert_eq!(send(&app, request("/", "192.0.2.1:1")).await.0.status(), StatusCode::OK);
+    for i in 0..3 {
+        let (response, _) = send(&app, request("/", "192.0.2.1:1")).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        // Who a shadow rule would have denied, for logs and status pages.
+        let keys = response.extensions().get::<LimitedKeys>();
+        let expected = LimitedKeys(vec![("everything-shadow".into(), "192.0.2.1".into())]);
+        assert_eq!(keys, (i > 0).then_some(&expected), "request {i}");
     }
 
     let layer = RateLimitLayer::new(limiter(&clock))

@@ -17,7 +17,6 @@ pub(super) fn no_limits(count: usize) -> CheckAnswer {
 /// `charged`: a check, not a peek: each limit's rates count its outcome
 /// (admitted when the request was, limited when the limit denied).
 pub(super) fn answer(
-    domain: &str,
     count: usize,
     items: Vec<Item>,
     (denied, degraded, charged): (bool, bool, bool),
@@ -32,28 +31,10 @@ pub(super) fn answer(
             item.limit.rates.record(now_s, allowed);
         }
         let status = &mut statuses[item.descriptor];
-        let stat_key = || match &item.stat_key {
-            Some(key) => crate::runtime::telemetry::bounded_value_key(key.clone()),
-            None => item.limit.stat_key.clone(),
-        };
-        if !allowed {
-            if decision.is_shadow_denial() {
-                status.shadow_over_limit = true;
-                metrics::counter!(
-                    "slidegate_shadow_over_limit_total",
-                    "domain" => domain.to_owned(),
-                    "limit" => stat_key()
-                )
-                .increment(1);
-            } else {
-                status.code = Code::OverLimit;
-                metrics::counter!(
-                    "slidegate_service_over_limit_total",
-                    "domain" => domain.to_owned(),
-                    "limit" => stat_key()
-                )
-                .increment(1);
-            }
+        if decision.is_shadow_denial() {
+            status.shadow_over_limit = true;
+        } else if !allowed {
+            status.code = Code::OverLimit;
         }
         status.limits.push(LimitStatus {
             limit: item.limit,

@@ -139,21 +139,23 @@ impl Identity {
         out.0
     }
 
-    /// The last part before the limit's own: the value a gateway limit
-    /// counted (`identity` itself when it is not one of these).
-    pub(crate) fn value_of(identity: &str) -> &str {
+    /// The descriptor an identity counts: its parts after the domain, up
+    /// to the limit's own, as `(key, value)` entries. `None` when
+    /// `identity` is not one.
+    pub(crate) fn entries_of(identity: &str) -> Option<Vec<(String, String)>> {
+        let mut parts = Vec::new();
         let mut rest = identity;
-        let mut last = identity;
-        while let Some((length, tail)) = rest.split_once(':') {
-            let Ok(length) = length.parse::<usize>() else { break };
-            let Some(part) = tail.get(..length) else { break };
-            last = part;
+        while !rest.starts_with('|') {
+            let (length, tail) = rest.split_once(':')?;
+            let length: usize = length.parse().ok()?;
+            parts.push(tail.get(..length)?);
             rest = &tail[length..];
-            if rest.starts_with('|') || rest.is_empty() {
-                return last;
-            }
         }
-        last
+        let (_domain, entries) = parts.split_first()?;
+        if entries.len() % 2 != 0 {
+            return None;
+        }
+        Some(entries.chunks(2).map(|pair| (pair[0].to_owned(), pair[1].to_owned())).collect())
     }
 }
 
@@ -224,16 +226,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_keyed_identity_gives_back_its_value() {
+    fn a_keyed_identity_gives_back_its_entries() {
         let mut prefix = Identity::with_capacity(16);
         prefix.part("gateway");
+        prefix.part("route");
+        prefix.part("r");
         prefix.part("client_ip");
         let prefix = prefix.into_string();
-        for value in ["10.0.0.1", "", "a:b|c", "12:x"] {
+        for value in ["10.0.0.1", "", "a:b|c", "12:x", "ü"] {
             let identity = Identity::keyed(&prefix, value, "|0#r.ip@60000");
-            assert_eq!(Identity::value_of(&identity), value, "{identity}");
+            let entries = Identity::entries_of(&identity).expect("an identity");
+            let expected = [("route", "r"), ("client_ip", value)].map(|(k, v)| (k.to_owned(), v.to_owned()));
+            assert_eq!(entries, expected, "{identity}");
         }
         assert_eq!(Identity::keyed("7:gateway", "x", "|0#@1"), "7:gateway1:x|0#@1");
+        let built = identity("edge", &[("user", "a|b"), ("path", "")], None);
+        let entries = Identity::entries_of(&built).expect("an identity");
+        assert_eq!(entries, [("user", "a|b"), ("path", "")].map(|(k, v)| (k.to_owned(), v.to_owned())));
+        for not_one in ["", "plain", "7:gateway", "7:gateway1:x|0", "9:gateway|0", "3:ü|", "x:a|"] {
+            assert_eq!(Identity::entries_of(not_one), None, "{not_one:?}");
+        }
     }
 
     #[test]

@@ -13,6 +13,10 @@
 //! ([`Source::CostAboveLimit`]); under `--on-store-failure unavailable`
 //! the limiter's failure policy is `fail`, and its error is
 //! [`CheckError::Unavailable`].
+//!
+//! A charged request is counted by [`ServiceStats::decided`], the
+//! statistics' one entry: the gateway, which decides through the tower
+//! layer around the same limiter, counts its requests there too.
 
 mod answer;
 pub(crate) mod item;
@@ -30,7 +34,7 @@ use slidegate::{Decision, FailurePolicy, Limiter, Source, State};
 
 use crate::config::{Config, Enforcement, Rules};
 use crate::decide::request::{CheckAnswer, CheckError, CheckRequest, Mode};
-use crate::decide::stats::ServiceStats;
+use crate::decide::stats::{Counted, ServiceStats};
 use crate::store::ServiceStore;
 use answer::{answer, no_limits};
 use item::{Item, dimensions, dynamic_stat_key, identity, invalid, merge, override_limit};
@@ -149,23 +153,28 @@ impl Decider {
 
         let denied = self.decide(&mut items, mode).await?;
         let degraded = items.iter().any(|i| i.outcome.is_some_and(|d| d.state == State::Degraded));
-        if degraded {
-            self.stats.degraded();
+        if mode == Mode::Charge {
+            self.count(domain.name(), request, &items);
         }
-        let answer = answer(domain.name(), count, items, (denied, degraded, mode == Mode::Charge));
-        if mode == Mode::Charge && denied {
-            for (status, descriptor) in answer.statuses.iter().zip(&request.descriptors) {
-                if status.code == crate::decide::request::Code::OverLimit {
-                    self.stats.limited(
-                        domain.name(),
-                        &descriptor.entries,
-                        status.remaining,
-                        status.retry_after,
-                    );
-                }
-            }
-        }
-        Ok(answer)
+        Ok(answer(count, items, (denied, degraded, mode == Mode::Charge)))
+    }
+
+    /// Counts a charged request in the statistics, as every edge does.
+    fn count(&self, domain: &str, request: &CheckRequest, items: &[Item]) {
+        let who: Vec<&[(String, String)]> =
+            request.descriptors.iter().map(|d| d.entries.as_slice()).collect();
+        let limits: Vec<Counted<'_>> = items
+            .iter()
+            .filter_map(|item| {
+                Some(Counted {
+                    part: item.descriptor,
+                    stat_key: item.stat_key.as_deref().unwrap_or(&item.limit.stat_key),
+                    names_values: item.stat_key.is_some(),
+                    decision: item.outcome?,
+                })
+            })
+            .collect();
+        self.stats.decided(domain, &who, &limits);
     }
 
     /// The limits `request`'s descriptors meet in `domain`, one item each.

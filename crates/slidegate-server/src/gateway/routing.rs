@@ -14,7 +14,7 @@ use http::request::Parts;
 use http::uri::PathAndQuery;
 use http::{Method, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
-use slidegate::{Error, Limiter, MultiDecision, State};
+use slidegate::{Error, Limiter, MultiDecision};
 use slidegate_tower::headers::Families;
 use slidegate_tower::{
     ClientIp, Global, Header, KeyExtractor, LimitedKeys, Path, PeerIp, RateLimit, RateLimitLayer,
@@ -24,7 +24,7 @@ use tower_layer::Layer as _;
 
 use super::body::{GatewayBody, plain};
 use super::conn::TunnelHome;
-use super::counter::ServiceKey;
+use super::counter::{DOMAIN, ServiceKey};
 use super::forward::is_upgrade;
 use super::head;
 use super::head::request_host;
@@ -33,7 +33,7 @@ use super::proxy::{Clients, Deciding, Proxy, Target};
 use crate::ServiceStore;
 use crate::config::{ConfigError, ConfigErrors, GatewayConfig, HostMatch, KeySpec, Route};
 use crate::decide::item::Identity;
-use crate::decide::stats::{Rates, ServiceStats, now_s};
+use crate::decide::stats::{Counted, Rates, ServiceStats, now_s};
 use crate::runtime::telemetry::{self, Outcome, RouteMetrics};
 
 /// One route, ready: its limits around its proxy, and its rates for the
@@ -222,40 +222,41 @@ fn host_only(host: &str) -> Cow<'_, str> {
     Cow::Owned(host.trim_end_matches('.').to_ascii_lowercase())
 }
 
-/// Adds a decided request to the service's statistics: a limited one's
-/// keys to the most limited identities (and its decision's time, which the
-/// proxy counts for admitted ones), an answer a failure policy gave to the
-/// degraded ones.
-fn count_decision(stats: &ServiceStats, response: &Response<GatewayBody>, deciding: Instant, route: &str) {
+/// Adds a decided request to the service's statistics, as every edge
+/// does ([`ServiceStats::decided`]): each limit is a part, shown as the
+/// descriptor its counter counts (`route=<route>, <key>=<value>`, as RLS
+/// shows the same limit's). A limited request's decision time is counted
+/// here; an admitted one's by the proxy, before it forwards the request.
+fn count_decision(stats: &ServiceStats, response: &Response<GatewayBody>, deciding: Instant) {
     let Some(multi) = response.extensions().get::<MultiDecision>() else { return };
-    if multi.decisions.iter().any(|d| d.state == State::Degraded) {
-        stats.degraded();
-    }
-    let shadow_denials = multi.decisions.iter().filter(|d| d.is_shadow_denial()).count();
-    if shadow_denials > 0 {
-        // As RLS counts them, by domain (`gateway`) and limit (the route).
-        metrics::counter!(
-            "slidegate_shadow_over_limit_total",
-            "domain" => "gateway",
-            "limit" => route.to_owned()
-        )
-        .increment(shadow_denials as u64);
-    }
+    // In the order of the decisions, on every denial (the layer's).
+    let keys = response.extensions().get::<LimitedKeys>().map_or(&[][..], |k| k.0.as_slice());
+    let limits: Vec<Counted<'_>> = multi
+        .decisions
+        .iter()
+        .enumerate()
+        .map(|(part, decision)| Counted {
+            part,
+            stat_key: keys.get(part).map_or("", |(rule, _)| rule.as_str()),
+            names_values: false,
+            decision: *decision,
+        })
+        .collect();
     if multi.allowed {
+        stats.decided(DOMAIN, &[], &limits);
         return;
     }
     stats.store_call(deciding.elapsed());
-    if let (Some(LimitedKeys(keys)), Some(binding)) =
-        (response.extensions().get::<LimitedKeys>(), multi.binding())
-    {
-        let denying: Vec<(String, String)> = keys
-            .iter()
-            .zip(&multi.decisions)
-            .filter(|(_, decision)| !decision.allowed)
-            .map(|((rule, identity), _)| (rule.clone(), Identity::value_of(identity).to_owned()))
-            .collect();
-        stats.limited("gateway", &denying, binding.remaining, binding.retry_after);
-    }
+    let who: Vec<Vec<(String, String)>> = keys
+        .iter()
+        .zip(&multi.decisions)
+        .map(|((rule, identity), decision)| match decision.allowed {
+            true => Vec::new(),
+            false => Identity::entries_of(identity).unwrap_or_else(|| vec![(rule.clone(), identity.clone())]),
+        })
+        .collect();
+    let who: Vec<&[(String, String)]> = who.iter().map(Vec::as_slice).collect();
+    stats.decided(DOMAIN, &who, &limits);
 }
 
 /// What every gateway connection runs: finds the route, and hands the
@@ -325,7 +326,7 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
                 request.extensions_mut().insert(Deciding(deciding));
             }
             let Ok(response) = route.service.clone().oneshot(request).await;
-            count_decision(gateway.stats(), &response, deciding, &table.config.routes[index].name);
+            count_decision(gateway.stats(), &response, deciding);
             let outcome = match response.extensions().get::<MultiDecision>() {
                 Some(multi) if !multi.allowed => Outcome::Limited,
                 Some(_) => Outcome::Admitted,

@@ -12,10 +12,12 @@
 //!   `slidegate_shadow_over_limit_total{domain, limit}` — denials by limit
 //!   (its stats key, as envoy ratelimit names it; keys named by request
 //!   values — `detailed_metric`, `value_to_metric` — are bounded: past
-//!   [`MAX_VALUE_KEYS`] distinct ones, `limit` is `_other`);
+//!   [`MAX_VALUE_KEYS`] distinct ones, `limit` is `_other`); the
+//!   gateway's in `domain="gateway"`, by rule (`<route>.<name>`);
 //! * `slidegate_config_reloads_total{result}` — `ok` or `error`;
 //! * `slidegate_gateway_requests_total{route, outcome}` — `outcome` is
-//!   `admitted`, `limited`, `no_route` or `refused` (a request the gateway
+//!   `admitted`, `limited`, `unavailable`, `no_route` or `refused` (a
+//!   request the gateway
 //!   will not forward); `route` is the route's name (`-` for none);
 //! * `slidegate_gateway_request_duration_seconds{route}` — until the
 //!   response head, a histogram;

@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use slidegate::{Decision, State};
+
 pub(crate) use latency::Latency;
 pub(crate) use rates::{Rates, SECONDS};
 pub(crate) use top::{Heavy, TopLimited};
@@ -41,16 +43,68 @@ pub(crate) fn now_s() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// One limit's decision in a request, as [`ServiceStats::decided`] counts it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counted<'a> {
+    /// Which part of the request it decided (an index into `decided`'s
+    /// `who`).
+    pub(crate) part: usize,
+    /// The limit's stats key: the metrics' `limit` label.
+    pub(crate) stat_key: &'a str,
+    /// Whether the stats key names request values: past the first
+    /// [`MAX_VALUE_KEYS`](crate::runtime::telemetry::MAX_VALUE_KEYS) such
+    /// keys it is counted as `_other`.
+    pub(crate) names_values: bool,
+    pub(crate) decision: Decision,
+}
+
 impl ServiceStats {
+    /// Counts a charged request of `domain`, whichever edge decided it —
+    /// RLS, the HTTP API or the gateway all report here. `who` is its parts
+    /// as the most limited identities show them (a descriptor's entries;
+    /// on the gateway, the denying limits and their keys); `limits` the
+    /// decision of every limit that met it.
+    ///
+    /// A failure policy's answer counts the request as degraded (once);
+    /// each denial counts by its limit, in
+    /// `slidegate_service_over_limit_total{domain,limit}` or, a shadow
+    /// limit's, `slidegate_shadow_over_limit_total{domain,limit}`; each
+    /// part an enforced limit denied counts among the most limited
+    /// identities, with the numbers of its longest wait.
+    pub(crate) fn decided(&self, domain: &str, who: &[&[(String, String)]], limits: &[Counted<'_>]) {
+        if limits.iter().any(|c| c.decision.state == State::Degraded) {
+            self.degraded.fetch_add(1, Ordering::Relaxed);
+        }
+        for counted in limits {
+            let name = if counted.decision.is_shadow_denial() {
+                "slidegate_shadow_over_limit_total"
+            } else if !counted.decision.allowed {
+                "slidegate_service_over_limit_total"
+            } else {
+                continue;
+            };
+            let label = if counted.names_values {
+                crate::runtime::telemetry::bounded_value_key(counted.stat_key.to_owned())
+            } else {
+                counted.stat_key.to_owned()
+            };
+            metrics::counter!(name, "domain" => domain.to_owned(), "limit" => label).increment(1);
+        }
+        for (part, entries) in who.iter().enumerate() {
+            let binding = limits
+                .iter()
+                .filter(|c| c.part == part && !c.decision.allowed)
+                .max_by_key(|c| c.decision.retry_after);
+            if let Some(binding) = binding {
+                let (remaining, retry_after) = (binding.decision.remaining, binding.decision.retry_after);
+                self.limited(domain, entries, remaining, retry_after);
+            }
+        }
+    }
+
     /// Counts a limited request of the descriptor `entries` in `domain`,
     /// shown as `domain: key=value, key=value`.
-    pub(crate) fn limited(
-        &self,
-        domain: &str,
-        entries: &[(String, String)],
-        remaining: u32,
-        retry_after: Duration,
-    ) {
+    fn limited(&self, domain: &str, entries: &[(String, String)], remaining: u32, retry_after: Duration) {
         let mut shown = domain.to_owned();
         for (i, (key, value)) in entries.iter().enumerate() {
             shown.push_str(if i == 0 { ": " } else { ", " });
@@ -64,11 +118,6 @@ impl ServiceStats {
     /// Counts a store call that took `took`.
     pub(crate) fn store_call(&self, took: Duration) {
         self.latency.record(now_s(), u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
-    }
-
-    /// Counts a request a failure policy answered.
-    pub(crate) fn degraded(&self) {
-        self.degraded.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The most limited identities, most first.
@@ -85,5 +134,50 @@ impl ServiceStats {
     /// Requests a failure policy answered since start.
     pub(crate) fn degraded_total(&self) -> u64 {
         self.degraded.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    fn counted(part: usize, decision: Decision) -> Counted<'static> {
+        Counted { part, stat_key: "edge.user", names_values: false, decision }
+    }
+
+    #[test]
+    fn a_request_counts_each_denied_part_with_its_longest_wait() {
+        let stats = ServiceStats::default();
+        let (alice, bob) = (entries(&[("user", "alice")]), entries(&[("user", "bob")]));
+        let second = Duration::from_secs(1);
+        let limits = [
+            counted(0, Decision::limited(5, 0, second, second)),
+            counted(0, Decision::limited(5, 2, 3 * second, 3 * second)),
+            counted(1, Decision::allowed(5, 4, second)),
+        ];
+        stats.decided("edge", &[&alice, &bob], &limits);
+        let top = stats.top();
+        assert_eq!(top.len(), 1, "only the denied part: {top:?}");
+        assert_eq!(top[0].identity, "edge: user=alice");
+        assert_eq!((top[0].count, top[0].remaining, top[0].retry_after_ms), (1, 2, 3000));
+        assert_eq!(stats.degraded_total(), 0);
+    }
+
+    #[test]
+    fn a_shadow_denial_or_a_degraded_answer_is_no_limited_identity() {
+        let stats = ServiceStats::default();
+        let alice = entries(&[("user", "alice")]);
+        let mut shadow = Decision::limited(0, 0, Duration::from_secs(1), Duration::from_secs(1));
+        shadow.allowed = true;
+        shadow.source = slidegate::Source::Shadow;
+        let mut degraded = Decision::allowed(5, 5, Duration::from_secs(1));
+        degraded.state = State::Degraded;
+        stats.decided("edge", &[&alice], &[counted(0, shadow), counted(0, degraded)]);
+        assert!(stats.top().is_empty());
+        assert_eq!(stats.degraded_total(), 1, "once per request");
     }
 }
