@@ -87,9 +87,18 @@ descriptors:
     let e = error("domain: d\ndescriptors:\n  - key: k\n    domain: other\n");
     assert_at(&e, 4, 5, &["domain"]);
 
-    // `key` inside a rate_limit.
-    let e = error("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      key: x\n      unit: second\n");
-    assert_at(&e, 5, 7, &["key"]);
+    // A gateway limit's `key` and `on_missing` inside a rate_limit: named
+    // as the gateway's, with what a rules file says instead.
+    let limit = |field: &str| {
+        format!(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      {field}\n      unit: second\n      \
+             requests_per_unit: 1\n"
+        )
+    };
+    let e = error(&limit("key: x"));
+    assert_at(&e, 5, 12, &["`key` is a gateway limit's field", "descriptors' `key` and `value`"]);
+    let e = error(&limit("on_missing: skip"));
+    assert_at(&e, 5, 19, &["`on_missing` is a gateway limit's field"]);
 }
 
 // ---------------------------------------------------------------------------

@@ -442,13 +442,14 @@ fn unknown_route_key() {
 
 #[test]
 fn unknown_limit_key() {
-    // envoy ratelimit's `replaces` is not a gateway limit's.
+    // A rules file's `replaces` is not a gateway limit's: named as the
+    // rules file's, with what the gateway does instead.
     let e = error(&with_limit("{ key: path, requests_per_unit: 1, unit: second, replaces: [] }"));
-    assert_at(&e, 5, 58, &["unknown field `replaces`", "on_missing"]);
+    assert_at(&e, 5, 68, &["`replaces` is a rules file's field", "every limit of a route applies"]);
 
     // Nor is `unlimited`.
-    let e = error(&with_limit("{ key: path, unlimited: true }"));
-    assert_at(&e, 5, 22, &["unknown field `unlimited`"]);
+    let e = error(&with_limit("{ key: path, requests_per_unit: 1, unit: second, unlimited: true }"));
+    assert_at(&e, 5, 69, &["`unlimited` is a rules file's field", "without `limits`"]);
 
     // In the gateway's own limits too.
     let e = error("limits:\n  - key: path\n    rps: 5\nroutes:\n  - name: api\n    upstreams: [http://h]\n");

@@ -26,10 +26,10 @@ pub(super) struct DescriptorYaml {
     /// Boxed, as is a limit's penalty: a descriptor is then under 500 bytes,
     /// not 1,300, and a file of 10,000 of them parses in 40 % less CPU (less
     /// copying as the list grows, fewer fresh pages).
-    pub(super) rate_limit: Option<Box<Spanned<RateLimitYaml>>>,
+    pub(super) rate_limit: Option<Box<Spanned<LimitYaml>>>,
     /// slidegate: several limits on one descriptor (10 per second and
     /// 1,000 per day), decided together.
-    pub(super) rate_limits: Option<Spanned<Vec<Spanned<RateLimitYaml>>>>,
+    pub(super) rate_limits: Option<Spanned<Vec<Spanned<LimitYaml>>>>,
     pub(super) descriptors: Option<Vec<Spanned<DescriptorYaml>>>,
     pub(super) shadow_mode: Option<bool>,
     pub(super) detailed_metric: Option<bool>,
@@ -42,22 +42,76 @@ pub(super) struct DescriptorYaml {
     pub(super) metadata: Option<serde_json::Value>,
 }
 
-/// A limit.
+/// A limit, as both files write one: a rules file's `rate_limit` (or an
+/// entry of `rate_limits`) and a gateway limit. A field of one file's
+/// limits only is refused in the other by name: the rules file's
+/// `replaces` and `unlimited`, the gateway's `key` and `on_missing`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RateLimitYaml {
+pub(super) struct LimitYaml {
     pub(super) name: Option<Spanned<String>>,
-    pub(super) replaces: Option<Vec<Spanned<ReplacesYaml>>>,
+    /// Rules file only.
+    pub(super) replaces: Option<Spanned<Vec<Spanned<ReplacesYaml>>>>,
     pub(super) unit: Option<Spanned<String>>,
     /// Any scalar, so that each wrong kind gets its own message.
     pub(super) requests_per_unit: Option<Spanned<Scalar>>,
-    pub(super) unlimited: Option<bool>,
+    /// Rules file only.
+    pub(super) unlimited: Option<Spanned<bool>>,
     /// slidegate: `log` (default), `counter`, `fixed`, `gcra`.
     pub(super) algorithm: Option<Spanned<String>>,
     /// slidegate: any window (`5m`, `90s`) instead of `unit`.
     pub(super) window: Option<Spanned<String>>,
     /// slidegate: warn, then ban, repeat offenders.
     pub(super) penalty: Option<Box<Spanned<PenaltyYaml>>>,
+    /// Decided and counted, never denies (as a descriptor's `shadow_mode`
+    /// does for all its limits).
+    pub(super) shadow_mode: Option<bool>,
+    /// Gateway only: what the limit counts by.
+    pub(super) key: Option<Spanned<String>>,
+    /// Gateway only: a request without the key.
+    pub(super) on_missing: Option<Spanned<String>>,
+}
+
+impl LimitYaml {
+    /// The positions of the fields given that `file`'s limits do not take,
+    /// each with why.
+    pub(super) fn foreign_fields(&self, file: LimitFile) -> Vec<((u32, u32), &'static str)> {
+        let given = |at: Option<(u32, u32)>, why: &'static str| at.map(|at| (at, why));
+        match file {
+            LimitFile::Rules => [
+                given(
+                    self.key.as_ref().map(position),
+                    "`key` is a gateway limit's field: in a rules file, the descriptors' `key` and \
+                     `value` say what a limit counts",
+                ),
+                given(
+                    self.on_missing.as_ref().map(position),
+                    "`on_missing` is a gateway limit's field: a request without a descriptor's key \
+                     does not meet its limits",
+                ),
+            ],
+            LimitFile::Gateway => [
+                given(
+                    self.replaces.as_ref().map(position),
+                    "`replaces` is a rules file's field: every limit of a route applies",
+                ),
+                given(
+                    self.unlimited.as_ref().map(position),
+                    "`unlimited` is a rules file's field: a route without `limits` is unlimited",
+                ),
+            ],
+        }
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
+/// Which file a limit is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LimitFile {
+    Rules,
+    Gateway,
 }
 
 /// A scalar as written: a number where one is expected gets a message

@@ -9,25 +9,35 @@ use slidegate::{Algorithm, Penalty, Rule};
 use super::{Builder, Replaces};
 use crate::config::limit::{Enforcement, Limit};
 use crate::config::unit::Unit;
-use crate::config::yaml::{PenaltyYaml, RateLimitYaml, position};
+use crate::config::yaml::{LimitFile, LimitYaml, PenaltyYaml, position};
 
 impl Builder<'_> {
-    /// Builds one limit, or says what is wrong with it.
+    /// Builds one limit written in `file`, or says what is wrong with it.
+    /// `shadow`: its descriptor's `shadow_mode` (the limit's own applies
+    /// too).
     pub(in crate::config) fn limit(
         &mut self,
-        yaml: RateLimitYaml,
-        at: (u32, u32),
-        index: usize,
+        mut yaml: LimitYaml,
+        file: LimitFile,
+        (at, index): ((u32, u32), usize),
         shadow: bool,
         stat_key: &str,
     ) -> Option<Limit> {
         let errors_before = self.errors.len();
+        for (field_at, why) in yaml.foreign_fields(file) {
+            self.error(field_at, why);
+        }
+        if file == LimitFile::Gateway {
+            // Refused above; not read as if they applied.
+            (yaml.replaces, yaml.unlimited) = (None, None);
+        }
+        let shadow = shadow || yaml.shadow_mode.unwrap_or(false);
         let name = yaml.name.as_ref().map(|n| n.value.clone()).filter(|n| !n.is_empty());
         if let Some(name) = &name {
             self.names.push(name.clone());
         }
         let mut replaces = Vec::new();
-        for entry in yaml.replaces.unwrap_or_default() {
+        for entry in yaml.replaces.map(|r| r.value).unwrap_or_default() {
             let entry_at = position(&entry);
             match entry.value.name.map(|n| n.value).filter(|n| !n.is_empty()) {
                 None => self.error(entry_at, "a `replaces` entry needs a `name`"),
@@ -53,7 +63,7 @@ impl Builder<'_> {
             rates: Default::default(),
         };
 
-        if yaml.unlimited.unwrap_or(false) {
+        if yaml.unlimited.is_some_and(|u| u.value) {
             if let Some(unit) = &yaml.unit {
                 self.error(position(unit), "`unlimited: true` takes no `unit`");
             }

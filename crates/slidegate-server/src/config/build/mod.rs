@@ -10,7 +10,7 @@ use slidegate::Rule;
 
 use super::descriptors::{Level, Node, Pattern};
 use super::error::ConfigError;
-use super::yaml::{DescriptorYaml, FileYaml, RateLimitYaml, line_column, position};
+use super::yaml::{DescriptorYaml, FileYaml, LimitFile, LimitYaml, line_column, position};
 
 mod limit;
 
@@ -186,7 +186,7 @@ impl<'f> Builder<'f> {
             );
         }
         let shadow = yaml.shadow_mode.unwrap_or(false);
-        let limits: Vec<Spanned<RateLimitYaml>> = match (yaml.rate_limit, yaml.rate_limits) {
+        let limits: Vec<Spanned<LimitYaml>> = match (yaml.rate_limit, yaml.rate_limits) {
             (Some(_), Some(many)) => {
                 self.error(position(&many), "give `rate_limit` or `rate_limits`, not both");
                 Vec::new()
@@ -213,7 +213,7 @@ impl<'f> Builder<'f> {
         };
         for (index, limit) in limits.into_iter().enumerate() {
             let at = position(&limit);
-            if let Some(limit) = self.limit(limit.value, at, index, shadow, &stat_key) {
+            if let Some(limit) = self.limit(limit.value, LimitFile::Rules, (at, index), shadow, &stat_key) {
                 node.limits.push(Arc::new(limit));
             }
         }

@@ -8,11 +8,10 @@ use serde_saphyr::Spanned;
 use slidegate::Rule;
 use slidegate_tower::MissingKey;
 
-use super::yaml::LimitYaml;
 use super::{KeySpec, MAX_PART_LEN, RouteLimit};
 use crate::config::build::Builder;
 use crate::config::limit::Enforcement;
-use crate::config::yaml::{RateLimitYaml, position};
+use crate::config::yaml::{LimitFile, LimitYaml, position};
 
 /// Whether `name` can be part of a rule's name.
 pub(super) fn valid_name(name: &str) -> bool {
@@ -30,8 +29,8 @@ pub(super) fn limits(
     let mut out: Vec<RouteLimit> = Vec::new();
     for limit in yaml {
         let at = position(&limit);
-        let limit = limit.value;
-        let key = match &limit.key {
+        let mut limit = limit.value;
+        let key = match limit.key.take() {
             None => {
                 builder.error(
                     at,
@@ -42,12 +41,12 @@ pub(super) fn limits(
             Some(key) => match KeySpec::parse(&key.value) {
                 Ok(key) => Some(key),
                 Err(message) => {
-                    builder.error(position(key), message);
+                    builder.error(position(&key), message);
                     None
                 }
             },
         };
-        let missing = match limit.on_missing.as_ref() {
+        let missing = match limit.on_missing.take() {
             None => Some(MissingKey::default()),
             Some(m) => match m.value.trim() {
                 "shared" => Some(MissingKey::default()),
@@ -55,14 +54,15 @@ pub(super) fn limits(
                 "reject" => Some(MissingKey::Reject),
                 other => {
                     builder.error(
-                        position(m),
+                        position(&m),
                         format!("unknown `on_missing: {other}`: expected shared, skip or reject"),
                     );
                     None
                 }
             },
         };
-        let name = match (&limit.name, &key) {
+        // The rule's name is `<scope>.<name>`, set below.
+        let name = match (&limit.name.take(), &key) {
             (Some(name), _) if !valid_name(name.value.trim()) => {
                 builder.error(
                     position(name),
@@ -92,22 +92,11 @@ pub(super) fn limits(
             }
             (None, None) => None,
         };
-        let written = RateLimitYaml {
-            name: None,
-            replaces: None,
-            unit: limit.unit,
-            requests_per_unit: limit.requests_per_unit,
-            unlimited: None,
-            algorithm: limit.algorithm,
-            window: limit.window,
-            penalty: limit.penalty.map(Box::new),
-        };
-        let stat_key = format!("{scope}.{}", name.as_deref().unwrap_or(""));
-        let shadow = limit.shadow_mode.unwrap_or(false);
+        let stat_key = format!("{scope}.{name}", name = name.as_deref().unwrap_or(""));
         // Position 0: a gateway limit's key and name tell it apart (two of
         // one scope with the same name are refused below), and the same
         // limit in a rules file is a descriptor's only `rate_limit`.
-        let built = builder.limit(written, at, 0, shadow, &stat_key);
+        let built = builder.limit(limit, LimitFile::Gateway, (at, 0), false, &stat_key);
         let (Some(key), Some(missing), Some(name), Some(mut built)) = (key, missing, name, built) else {
             continue;
         };

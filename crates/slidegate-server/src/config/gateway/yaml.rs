@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::config::yaml::{PenaltyYaml, Scalar};
+use crate::config::yaml::{LimitYaml, Scalar};
 
 /// The file as written.
 #[derive(Debug, Deserialize)]
@@ -36,21 +36,4 @@ pub(super) struct RouteYaml {
     pub(super) preserve_host: Option<bool>,
     pub(super) http2: Option<bool>,
     pub(super) limits: Option<Vec<Spanned<LimitYaml>>>,
-}
-
-/// A limit as written: the rules' fields (`requests_per_unit` with `unit`
-/// or `window`, `algorithm`, `penalty`, `shadow_mode`), a `key` and
-/// `on_missing`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct LimitYaml {
-    pub(super) key: Option<Spanned<String>>,
-    pub(super) on_missing: Option<Spanned<String>>,
-    pub(super) name: Option<Spanned<String>>,
-    pub(super) unit: Option<Spanned<String>>,
-    pub(super) requests_per_unit: Option<Spanned<Scalar>>,
-    pub(super) window: Option<Spanned<String>>,
-    pub(super) algorithm: Option<Spanned<String>>,
-    pub(super) penalty: Option<Spanned<PenaltyYaml>>,
-    pub(super) shadow_mode: Option<bool>,
 }

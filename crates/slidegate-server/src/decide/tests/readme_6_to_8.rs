@@ -84,6 +84,29 @@ async fn example_6_a_shadow_breach_does_not_spare_the_enforced_descriptor() {
     assert_eq!(h.peek("example6", user_b).await.remaining, 17);
 }
 
+/// One limit of a descriptor in shadow mode (slidegate: `shadow_mode` on
+/// the limit, as a gateway limit writes it): the others are enforced.
+#[tokio::test]
+async fn a_limit_of_its_own_in_shadow_mode() {
+    let h = harness(
+        "\
+domain: trial
+descriptors:
+  - key: user
+    rate_limits:
+      - { name: trial, requests_per_unit: 1, unit: minute, shadow_mode: true }
+      - { name: enforced, requests_per_unit: 3, unit: minute }
+",
+    );
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let status = h.one("trial", &[("user", "u")]).await;
+        seen.push((status.code, status.shadow_over_limit));
+    }
+    let (ok, over) = (Code::Ok, Code::OverLimit);
+    assert_eq!(seen, [(ok, false), (ok, true), (ok, true), (over, true)]);
+}
+
 #[tokio::test]
 async fn global_shadow_mode_answers_ok_and_flags_breaches() {
     let clock = ManualClock::new(1_000_000);
