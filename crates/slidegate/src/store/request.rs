@@ -26,9 +26,27 @@ use super::Identity;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request<'a> {
-    rule: Cow<'a, Rule>,
+    rule: RuleOf<'a>,
     identity: Identity<'a>,
     cost: u32,
+}
+
+/// A request's rule: the caller's, borrowed, or its own (scaled, or owned
+/// to be queued), boxed — a request stays six words, not eighteen, and is
+/// built and returned without copying a whole rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RuleOf<'a> {
+    Borrowed(&'a Rule),
+    Owned(Box<Rule>),
+}
+
+impl RuleOf<'_> {
+    fn get(&self) -> &Rule {
+        match self {
+            RuleOf::Borrowed(rule) => rule,
+            RuleOf::Owned(rule) => rule,
+        }
+    }
 }
 
 impl<'a> Request<'a> {
@@ -40,12 +58,12 @@ impl<'a> Request<'a> {
     /// [`ErrorKind::InvalidKey`] for an empty key.
     pub fn new(rule: &'a Rule, key: &'a str, cost: u32) -> Result<Request<'a>, Error> {
         validate_cost(rule, cost)?;
-        Ok(Request { rule: Cow::Borrowed(rule), identity: Identity::new(key)?, cost })
+        Ok(Request { rule: RuleOf::Borrowed(rule), identity: Identity::new(key)?, cost })
     }
 
     /// The rule to decide under.
     pub fn rule(&self) -> &Rule {
-        &self.rule
+        self.rule.get()
     }
 
     /// Whose state it is.
@@ -61,7 +79,11 @@ impl<'a> Request<'a> {
     /// The same request under `rule`, the same state with another limit (an
     /// adaptively scaled one). The caller keeps `cost ≤ rule.limit()`.
     pub(crate) fn enforcing(self, rule: Cow<'a, Rule>) -> Request<'a> {
-        debug_assert_eq!(rule.state_prefix(), self.rule.state_prefix());
+        debug_assert_eq!(rule.state_prefix(), self.rule().state_prefix());
+        let rule = match rule {
+            Cow::Borrowed(rule) => RuleOf::Borrowed(rule),
+            Cow::Owned(rule) => RuleOf::Owned(Box::new(rule)),
+        };
         Request { rule, ..self }
     }
 
@@ -69,15 +91,18 @@ impl<'a> Request<'a> {
     /// request built by [`Request::new`] does, until scaled or owned).
     pub(crate) fn borrowed_rule(&self) -> Option<&'a Rule> {
         match self.rule {
-            Cow::Borrowed(rule) => Some(rule),
-            Cow::Owned(_) => None,
+            RuleOf::Borrowed(rule) => Some(rule),
+            RuleOf::Owned(_) => None,
         }
     }
 
     /// The same request, owning its parts (e.g. to queue it).
     pub fn into_owned(self) -> Request<'static> {
         Request {
-            rule: Cow::Owned(self.rule.into_owned()),
+            rule: match self.rule {
+                RuleOf::Borrowed(rule) => RuleOf::Owned(Box::new(rule.clone())),
+                RuleOf::Owned(rule) => RuleOf::Owned(rule),
+            },
             identity: self.identity.into_owned(),
             cost: self.cost,
         }
@@ -194,7 +219,7 @@ impl<'a> Dimensions<'a> {
 impl Request<'_> {
     /// Whether both keep their state in the same place.
     fn shares_state(&self, other: &Request<'_>) -> bool {
-        self.rule.state_prefix() == other.rule.state_prefix() && self.identity == other.identity
+        self.rule().state_prefix() == other.rule().state_prefix() && self.identity == other.identity
     }
 }
 
