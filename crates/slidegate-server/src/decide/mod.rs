@@ -163,18 +163,15 @@ impl Decider {
     fn count(&self, domain: &str, request: &CheckRequest, items: &[Item]) {
         let who: Vec<&[(String, String)]> =
             request.descriptors.iter().map(|d| d.entries.as_slice()).collect();
-        let limits: Vec<Counted<'_>> = items
-            .iter()
-            .filter_map(|item| {
-                Some(Counted {
-                    part: item.descriptor,
-                    stat_key: item.stat_key.as_deref().unwrap_or(&item.limit.stat_key),
-                    names_values: item.stat_key.is_some(),
-                    decision: item.outcome?,
-                })
+        let limits = items.iter().filter_map(|item| {
+            Some(Counted {
+                part: item.descriptor,
+                stat_key: item.stat_key.as_deref().unwrap_or(&item.limit.stat_key),
+                names_values: item.stat_key.is_some(),
+                decision: item.outcome?,
             })
-            .collect();
-        self.stats.decided(domain, &who, &limits);
+        });
+        self.stats.decided(domain, &who, limits);
     }
 
     /// The limits `request`'s descriptors meet in `domain`, one item each.

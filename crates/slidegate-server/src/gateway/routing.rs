@@ -231,19 +231,14 @@ fn count_decision(stats: &ServiceStats, response: &Response<GatewayBody>, decidi
     let Some(multi) = response.extensions().get::<MultiDecision>() else { return };
     // In the order of the decisions, on every denial (the layer's).
     let keys = response.extensions().get::<LimitedKeys>().map_or(&[][..], |k| k.0.as_slice());
-    let limits: Vec<Counted<'_>> = multi
-        .decisions
-        .iter()
-        .enumerate()
-        .map(|(part, decision)| Counted {
-            part,
-            stat_key: keys.get(part).map_or("", |(rule, _)| rule.as_str()),
-            names_values: false,
-            decision: *decision,
-        })
-        .collect();
+    let limits = multi.decisions.iter().enumerate().map(|(part, decision)| Counted {
+        part,
+        stat_key: keys.get(part).map_or("", |(rule, _)| rule.as_str()),
+        names_values: false,
+        decision: *decision,
+    });
     if multi.allowed {
-        stats.decided(DOMAIN, &[], &limits);
+        stats.decided(DOMAIN, &[], limits);
         return;
     }
     stats.store_call(deciding.elapsed());
@@ -256,7 +251,7 @@ fn count_decision(stats: &ServiceStats, response: &Response<GatewayBody>, decidi
         })
         .collect();
     let who: Vec<&[(String, String)]> = who.iter().map(Vec::as_slice).collect();
-    stats.decided(DOMAIN, &who, &limits);
+    stats.decided(DOMAIN, &who, limits);
 }
 
 /// What every gateway connection runs: finds the route, and hands the

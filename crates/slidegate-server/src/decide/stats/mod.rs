@@ -71,11 +71,16 @@ impl ServiceStats {
     /// limit's, `slidegate_shadow_over_limit_total{domain,limit}`; each
     /// part an enforced limit denied counts among the most limited
     /// identities, with the numbers of its longest wait.
-    pub(crate) fn decided(&self, domain: &str, who: &[&[(String, String)]], limits: &[Counted<'_>]) {
-        if limits.iter().any(|c| c.decision.state == State::Degraded) {
+    pub(crate) fn decided<'a, L>(&self, domain: &str, who: &[&[(String, String)]], limits: L)
+    where
+        L: IntoIterator<Item = Counted<'a>>,
+        L::IntoIter: Clone,
+    {
+        let limits = limits.into_iter();
+        if limits.clone().any(|c| c.decision.state == State::Degraded) {
             self.degraded.fetch_add(1, Ordering::Relaxed);
         }
-        for counted in limits {
+        for counted in limits.clone() {
             let name = if counted.decision.is_shadow_denial() {
                 "slidegate_shadow_over_limit_total"
             } else if !counted.decision.allowed {
@@ -92,7 +97,7 @@ impl ServiceStats {
         }
         for (part, entries) in who.iter().enumerate() {
             let binding = limits
-                .iter()
+                .clone()
                 .filter(|c| c.part == part && !c.decision.allowed)
                 .max_by_key(|c| c.decision.retry_after);
             if let Some(binding) = binding {
@@ -159,7 +164,7 @@ mod tests {
             counted(0, Decision::limited(5, 2, 3 * second, 3 * second)),
             counted(1, Decision::allowed(5, 4, second)),
         ];
-        stats.decided("edge", &[&alice, &bob], &limits);
+        stats.decided("edge", &[&alice, &bob], limits);
         let top = stats.top();
         assert_eq!(top.len(), 1, "only the denied part: {top:?}");
         assert_eq!(top[0].identity, "edge: user=alice");
@@ -176,7 +181,7 @@ mod tests {
         shadow.source = slidegate::Source::Shadow;
         let mut degraded = Decision::allowed(5, 5, Duration::from_secs(1));
         degraded.state = State::Degraded;
-        stats.decided("edge", &[&alice], &[counted(0, shadow), counted(0, degraded)]);
+        stats.decided("edge", &[&alice], [counted(0, shadow), counted(0, degraded)]);
         assert!(stats.top().is_empty());
         assert_eq!(stats.degraded_total(), 1, "once per request");
     }
