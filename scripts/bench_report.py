@@ -124,9 +124,11 @@ LIBRARY_TARGETS = {
         "the log packs 6 bytes per unit up to a limit of 128, a 17-byte list item per request above."),
     6: ("memory store: counter ≤ 2× and log ≤ 3× governor's keyed check; two threads ≥ 1.6× one",
         {"counter vs governor": "counter", "log vs governor": "log", "two threads": "two threads"},
-        "the memory store's check is a chain of cache misses (a 10,000-key map, a shard lock, the entry, the "
-        "counter's buckets) that this host's memory makes slower than governor's smaller state: the same code "
-        "measured 1.5× on 2026-11-25 and 2.2–2.6× on this host (docs/benchmark-notes.md, 2026-11-27 (later))."),
+        "the memory store's check is a chain of cache misses (a 10,000-key map, a shard lock, the entry's "
+        "80-byte slot across two cache lines) that this host's memory makes slower than governor's smaller "
+        "state: 1.5× on 2026-11-25's host, 2.2–2.6× on this one before a request stopped copying its rule, "
+        "1.7–2.0× since (docs/benchmark-notes.md, 2026-11-27 (evening)); a 64-byte slot aligned to a cache "
+        "line is the lever left."),
     7: ("open loop at half the peak: p99 ≤ 1 ms, p99.9 ≤ 3 ms", {"p99,": "p99", "p99.9": "p99.9"},
         "the open loop's checks travel ~1.7 per script call against the closed loop's ~6, so at half the peak "
         "Redis is ~90 % busy, and this virtual machine stalls for over 1 ms several times in 5 s (the memory "

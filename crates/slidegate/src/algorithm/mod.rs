@@ -73,6 +73,18 @@ impl State {
         }
     }
 
+    /// [`check`](Self::check), and [`expires_at`](Self::expires_at) after
+    /// it (worked out once where the algorithm computes both).
+    pub(crate) fn check_expiring(&mut self, rule: &Rule, now: u64, cost: u32) -> (Decision, u64) {
+        self.matching(rule);
+        if let State::Counter(s) = self {
+            let (decision, expires_at) = s.check_expiring(rule, now, cost);
+            return (decision, u64::try_from(expires_at).unwrap_or(0));
+        }
+        let decision = self.check(rule, now, cost);
+        (decision, self.expires_at(rule))
+    }
+
     /// Decides like [`check`](Self::check) but charges nothing: an admitting
     /// decision reports the remaining quota and reset time *before* the
     /// charge. Only expired state is dropped. Multi-dimension checks peek at

@@ -87,37 +87,55 @@ impl SlidingCounter {
 
     /// The denial of a request of `cost` when `used` is counted.
     fn limited(&self, rule: &Rule, now: u64, cost: u32, used: u64) -> Decision {
+        self.limited_expiring(rule, now, cost, used).0
+    }
+
+    /// [`limited`](Self::limited), and when the state expires: each is a
+    /// bucket's drop time (a division), the same one when the oldest
+    /// bucket is also the newest, so it is worked out once.
+    fn limited_expiring(&self, rule: &Rule, now: u64, cost: u32, used: u64) -> (Decision, i128) {
         let limit = u64::from(rule.limit());
         let excess = used + u64::from(cost) - limit;
+        let newest = self.buckets.last_position();
+        let expires_at = newest.map_or(0, |idx| drop_time(rule, idx));
         let mut freed = 0u64;
         let mut retry_at = i128::from(now);
         for (idx, count) in self.buckets.iter() {
             freed += u64::from(count);
             if freed >= excess {
-                retry_at = drop_time(rule, idx);
+                retry_at = if Some(idx) == newest { expires_at } else { drop_time(rule, idx) };
                 break;
             }
         }
-        Decision::limited(
+        let decision = Decision::limited(
             rule.limit(),
             (limit - used.min(limit)) as u32,
             self.until(retry_at, now),
-            self.until(self.expires_at(rule), now),
-        )
+            self.until(expires_at, now),
+        );
+        (decision, expires_at)
     }
 
     /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.
     pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        self.check_expiring(rule, now, cost).0
+    }
+
+    /// [`check`](Self::check), and when the state expires after it (what
+    /// [`expires_at`](Self::expires_at) would say, without working it out
+    /// again).
+    pub(crate) fn check_expiring(&mut self, rule: &Rule, now: u64, cost: u32) -> (Decision, i128) {
         let used = self.prune(rule, now);
         if used + u64::from(cost) > u64::from(rule.limit()) {
-            return self.limited(rule, now, cost, used);
+            return self.limited_expiring(rule, now, cost, used);
         }
         let cur = bucket_of(rule, i128::from(now));
         // Sorted by index, also when the clock steps back.
         self.buckets.add_sorted(cur, cost);
         self.total += u64::from(cost);
         let remaining = (u64::from(rule.limit()) - self.total) as u32;
-        Decision::allowed(rule.limit(), remaining, self.until(self.expires_at(rule), now))
+        let expires_at = self.expires_at(rule);
+        (Decision::allowed(rule.limit(), remaining, self.until(expires_at, now)), expires_at)
     }
 
     fn until(&self, at: i128, now: u64) -> Duration {
@@ -143,6 +161,28 @@ mod tests {
         let (b, w) = geometry(rule);
         let start_next = (i128::from(j) + 1) * w;
         ((t * b).div_euclid(w) as i64, -((-start_next).div_euclid(b)) + w - 1)
+    }
+
+    #[test]
+    fn check_expiring_tells_what_expires_at_would() {
+        let rule = Rule::new(5, Duration::from_millis(1000))
+            .unwrap()
+            .with_algorithm(Algorithm::SlidingCounter { buckets: NonZeroU16::new(4).unwrap() })
+            .unwrap();
+        let (mut told, mut plain) = (SlidingCounter::new(), SlidingCounter::new());
+        let mut now = 1_700_000_000_000u64;
+        for step in 0..400u64 {
+            // Admissions, denials, an emptied window, a clock stepping back.
+            now = match step % 97 {
+                0 => now + 1_500,
+                50 => now - 300,
+                _ => now + step % 7 * 41,
+            };
+            let cost = u32::try_from(step % 3 + 1).unwrap();
+            let (decision, expires_at) = told.check_expiring(&rule, now, cost);
+            assert_eq!(decision, plain.check(&rule, now, cost), "step {step}");
+            assert_eq!(expires_at, plain.expires_at(&rule), "step {step}");
+        }
     }
 
     #[test]

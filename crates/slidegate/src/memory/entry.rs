@@ -24,8 +24,8 @@ impl Entry {
     /// (what `peek` then `finish` do, without evaluating twice).
     pub(super) fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         debug_assert!(rule.penalty().is_none());
-        let decision = self.state.check(rule, now, cost);
-        self.expires_at = self.state.expires_at(rule);
+        let (decision, expires_at) = self.state.check_expiring(rule, now, cost);
+        self.expires_at = expires_at;
         decision
     }
 
