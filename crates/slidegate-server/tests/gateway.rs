@@ -492,7 +492,9 @@ routes:
 "#;
     let gateway = gateway(&fill(yaml, &[("UP", up.addr())])).await;
     let (status, _, body) = get(&gateway.url("/x"), &[]).await;
-    assert_eq!((status, body.as_str()), (400, "cannot identify the client\n"));
+    let named =
+        "cannot identify the client: the request has no `x-api-key` header (or it is empty or not text)\n";
+    assert_eq!((status, body.as_str()), (400, named), "the answer names the header");
     let (status, headers, _) = get(&gateway.url("/x"), &[("x-api-key", "k")]).await;
     assert_eq!(status, 200);
     assert_eq!(remaining(&headers, "keyed.header-x-api-key"), Some(4), "{headers:?}");
@@ -528,6 +530,7 @@ routes:
     let (_, headers, text) = last;
     let body: Value = serde_json::from_str(&text).expect("JSON");
     assert_eq!(body["error"], "banned", "{body}");
+    assert_eq!(body["message"], "Forbidden: banned for repeated violations", "{body}");
     let retry: u64 = header(&headers, "retry-after").expect("retry-after").parse().unwrap();
     assert!((1..=60).contains(&retry), "{retry}");
     assert_eq!(get(&url, &[]).await.0, 403, "still banned");
@@ -1489,7 +1492,7 @@ routes:
             400,
             "{path} without a key reached a route without the limit: {answer}"
         );
-        assert!(answer.ends_with("cannot identify the client\n"), "{path}: {answer}");
+        assert!(answer.contains("cannot identify the client: the request has no `"), "{path}: {answer}");
     }
     assert_eq!(up.requests(), 0);
     // With the key: forwarded as matched.

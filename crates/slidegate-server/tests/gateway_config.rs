@@ -441,6 +441,41 @@ fn unknown_route_key() {
 }
 
 #[test]
+fn a_route_that_can_never_match_is_a_warning() {
+    let route = |name: &str, extra: &str| format!("  - name: {name}\n    upstreams: [http://h]\n{extra}");
+    let file = |routes: &[String]| format!("routes:\n{}", routes.concat());
+    let warned = |routes: &[String]| {
+        let config = load(&file(routes)).unwrap_or_else(|e| panic!("it loads: {e}"));
+        assert_eq!(config.routes.len(), routes.len());
+        config.warnings
+    };
+
+    // A second catch-all.
+    let w = warned(&[route("a", ""), route("b", "")]);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_at(&w[0], 4, 5, &["route `b` can never match", "route `a` (at ", "path_prefix"]);
+
+    // A host suffix inside an earlier one, and methods an earlier route
+    // of the same prefix takes all of.
+    let wide = route("wide", "    host: '*.example.com'\n");
+    let narrow = route("narrow", "    host: '*.api.example.com'\n");
+    let w = warned(&[wide, narrow]);
+    assert_at(&w[0], 5, 5, &["route `narrow` can never match", "route `wide`"]);
+    let both = route("both", "    path_prefix: /a\n    methods: [GET, POST]\n");
+    let get = route("get", "    path_prefix: /a\n    methods: [GET]\n");
+    assert_at(&warned(&[both.clone(), get.clone()])[0], 6, 5, &["route `get` can never match"]);
+
+    // Reachable: the more specific route is tried first, whatever the
+    // file order, and a route keeps the requests an earlier one leaves.
+    let api = route("api", "    path_prefix: /api\n");
+    let exact = route("exact", "    host: api.example.com\n");
+    let all = route("all", "");
+    for routes in [vec![all.clone(), api.clone()], vec![all.clone(), exact], vec![get, both, all]] {
+        assert_eq!(warned(&routes), [], "{routes:?}");
+    }
+}
+
+#[test]
 fn unknown_limit_key() {
     // A rules file's `replaces` is not a gateway limit's: named as the
     // rules file's, with what the gateway does instead.

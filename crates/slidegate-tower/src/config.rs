@@ -41,6 +41,19 @@ pub(crate) struct KeyedRule {
     pub(crate) rule: Rule,
     pub(crate) key: Arc<dyn KeyExtractor>,
     pub(crate) missing: MissingKey,
+    /// The 400 answer's text under [`MissingKey::Reject`], naming what the
+    /// request lacks when the extractor says ([`KeyExtractor::missing`]).
+    pub(crate) unidentified: Arc<str>,
+}
+
+impl KeyedRule {
+    pub(crate) fn new(rule: Rule, key: Arc<dyn KeyExtractor>, missing: MissingKey) -> KeyedRule {
+        let unidentified = match key.missing() {
+            Some(what) => format!("cannot identify the client: the request has no {what}"),
+            None => "cannot identify the client".to_owned(),
+        };
+        KeyedRule { rule, key, missing, unidentified: Arc::from(unidentified) }
+    }
 }
 
 /// The per-request cost function.
@@ -54,6 +67,8 @@ pub(crate) struct Config<S> {
     /// configured limits (see [`Config::policy_of`]).
     pub(crate) policy: Option<HeaderValue>,
     pub(crate) message: Message,
+    /// Whether `message` is the caller's (else a ban says it is one).
+    pub(crate) custom_message: bool,
     pub(crate) ban_status: StatusCode,
     pub(crate) grpc: bool,
     pub(crate) cost: Option<CostFn>,
@@ -82,6 +97,7 @@ impl<S> Clone for Config<S> {
             families: self.families,
             policy: self.policy.clone(),
             message: self.message.clone(),
+            custom_message: self.custom_message,
             ban_status: self.ban_status,
             grpc: self.grpc,
             cost: self.cost.clone(),

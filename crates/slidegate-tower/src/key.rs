@@ -35,6 +35,14 @@ use crate::client_ip::{ForwardedHeader, TrustedProxies, client_ip};
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key of this request, or `None` when it has none.
     fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>>;
+
+    /// What a request without this key lacks (`` `x-api-key` header ``),
+    /// named in the 400 answer under
+    /// [`MissingKey::Reject`](crate::MissingKey::Reject); `None` (the
+    /// default) says only that the client cannot be identified.
+    fn missing(&self) -> Option<Cow<'static, str>> {
+        None
+    }
 }
 
 impl<F> KeyExtractor for F
@@ -85,6 +93,10 @@ pub struct PeerIp;
 impl KeyExtractor for PeerIp {
     fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>> {
         peer_addr(parts).map(|addr| Cow::Owned(addr.ip().to_string()))
+    }
+
+    fn missing(&self) -> Option<Cow<'static, str>> {
+        Some(Cow::Borrowed("peer address (no `ConnectInfo` or `SocketAddr` extension)"))
     }
 }
 
@@ -201,6 +213,10 @@ impl KeyExtractor for ClientIp {
             })
         })
     }
+
+    fn missing(&self) -> Option<Cow<'static, str>> {
+        Some(Cow::Borrowed("client address (no peer address)"))
+    }
 }
 
 /// The value of a request header (e.g. an API key). Missing or non-UTF-8
@@ -218,6 +234,10 @@ impl Header {
 impl KeyExtractor for Header {
     fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, str>> {
         parts.headers.get(&self.0)?.to_str().ok().filter(|v| !v.is_empty()).map(Cow::Borrowed)
+    }
+
+    fn missing(&self) -> Option<Cow<'static, str>> {
+        Some(Cow::Owned(format!("`{}` header (or it is empty or not text)", self.0)))
     }
 }
 

@@ -93,6 +93,7 @@ impl<S: Store> RateLimitLayer<S> {
                 families: Families { ietf: true, legacy: true, degraded: false },
                 policy: None,
                 message: Message::new(Cow::Borrowed("Too Many Requests")),
+                custom_message: false,
                 ban_status: StatusCode::TOO_MANY_REQUESTS,
                 grpc: false,
                 cost: None,
@@ -156,13 +157,19 @@ impl<S: Store> RateLimitLayer<S> {
         if matches!(&missing, MissingKey::Shared(shared) if shared.is_empty()) {
             return refuse(format!("the shared key for requests {rule} cannot identify must not be empty"));
         }
-        Ok(self.edit(|c| c.push(KeyedRule { rule, key: Arc::new(key), missing })))
+        Ok(self.edit(|c| c.push(KeyedRule::new(rule, Arc::new(key), missing))))
     }
 
-    /// The body of a limited response (default `Too Many Requests`).
+    /// The body of a limited response (default `Too Many Requests`; a
+    /// banned request's default says it is banned, under its
+    /// [`ban_status`](Self::ban_status): `Forbidden: banned for repeated
+    /// violations`).
     pub fn message(self, message: impl Into<Cow<'static, str>>) -> Self {
         let message = Message::new(message.into());
-        self.edit(|c| c.message = message)
+        self.edit(|c| {
+            c.message = message;
+            c.custom_message = true;
+        })
     }
 
     /// Whether responses carry `RateLimit-Policy` and `RateLimit` (default on).

@@ -3,6 +3,7 @@
 //! `RESOURCE_EXHAUSTED` with `RetryInfo`.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
@@ -206,8 +207,17 @@ pub(crate) fn limited_grpc<B: LimitedBody>(
 /// The answer to a request none of whose keys could be extracted, under
 /// [`MissingKey::Reject`](crate::MissingKey::Reject): `400 Bad Request`, or
 /// for gRPC `INVALID_ARGUMENT`.
-pub(crate) fn unidentified<B: LimitedBody>(grpc: bool) -> Response<B> {
-    plain(grpc, StatusCode::BAD_REQUEST, "cannot identify the client")
+pub(crate) fn unidentified<B: LimitedBody>(grpc: bool, why: &str) -> Response<B> {
+    plain(grpc, StatusCode::BAD_REQUEST, why)
+}
+
+/// The default text of a ban's answer under `status`.
+pub(crate) fn banned_message(status: StatusCode) -> &'static Message {
+    static FORBIDDEN: LazyLock<Message> =
+        LazyLock::new(|| Message::new(Cow::Borrowed("Forbidden: banned for repeated violations")));
+    static TOO_MANY: LazyLock<Message> =
+        LazyLock::new(|| Message::new(Cow::Borrowed("Too Many Requests: banned for repeated violations")));
+    if status == StatusCode::FORBIDDEN { &FORBIDDEN } else { &TOO_MANY }
 }
 
 /// The answer to a request whose cost a rule can never admit: 429 without

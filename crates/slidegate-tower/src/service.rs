@@ -11,11 +11,12 @@ use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
 use slidegate::{Decision, MultiDecision, Rule, State, Store};
 use tower_service::Service;
 
-use crate::config::{Config, MissingKey};
+use crate::config::{Config, KeyedRule, MissingKey};
 use crate::future::ResponseFuture;
 use crate::headers::{Headers, add_quota_headers, never_admitted};
 use crate::response::{
-    LimitedBody, cost_above_limit, internal_error, limited, unavailable, unidentified, wants_json,
+    LimitedBody, banned_message, cost_above_limit, internal_error, limited, unavailable, unidentified,
+    wants_json,
 };
 
 /// Rate limits the requests of an inner service (see
@@ -47,7 +48,8 @@ impl<T, S> RateLimit<T, S> {
 /// per rule that applies: the rule's index and the key.
 enum Keys<'a> {
     Checked(Vec<(usize, Cow<'a, str>)>),
-    Rejected,
+    /// The rule whose key is missing answers 400.
+    Rejected(&'a KeyedRule),
 }
 
 fn keys_of<'a, S>(config: &'a Config<S>, parts: &'a Parts) -> Keys<'a> {
@@ -58,7 +60,7 @@ fn keys_of<'a, S>(config: &'a Config<S>, parts: &'a Parts) -> Keys<'a> {
             _ => match &dimension.missing {
                 MissingKey::Shared(shared) => keys.push((i, Cow::Borrowed(&**shared))),
                 MissingKey::Skip => {}
-                MissingKey::Reject => return Keys::Rejected,
+                MissingKey::Reject => return Keys::Rejected(dimension),
             },
         }
     }
@@ -87,7 +89,9 @@ where
         let (parts, body) = request.into_parts();
         let keys = match keys_of(&config, &parts) {
             Keys::Checked(keys) => keys,
-            Keys::Rejected => return ResponseFuture::ready(Ok(unidentified(config.grpc))),
+            Keys::Rejected(dimension) => {
+                return ResponseFuture::ready(Ok(unidentified(config.grpc, &dimension.unidentified)));
+            }
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
         // All a limited answer needs of the request head: its format.
@@ -258,13 +262,17 @@ fn denied<S, B: LimitedBody>(quota: &Quota<'_, S>, json: bool) -> Response<B> {
     // A denied check has a denying decision: the one with the longest wait.
     let fallback = Decision::limited(0, 0, Default::default(), Default::default());
     let denial = quota.multi.binding().unwrap_or(&fallback);
+    let message = match denial.state {
+        State::Banned if !config.custom_message => banned_message(config.ban_status),
+        _ => &config.message,
+    };
     #[cfg(feature = "tonic")]
     if config.grpc {
-        let mut response = crate::response::limited_grpc(denial, config.message.text(), config.ban_status);
+        let mut response = crate::response::limited_grpc(denial, message.text(), config.ban_status);
         quota.add_headers(response.headers_mut(), Headers::Own);
         return response;
     }
-    let mut response = limited(denial, &config.message, config.ban_status, json);
+    let mut response = limited(denial, message, config.ban_status, json);
     quota.add_headers(response.headers_mut(), Headers::Own);
     if denial.state == State::Banned {
         tracing::debug!(target: "slidegate", retry_after = ?denial.retry_after, "banned request");

@@ -213,9 +213,10 @@ async fn bans_answer_with_the_ban_status_and_remaining_time() {
     let app = app(RateLimitLayer::new(limiter(&clock)).rule(login, PeerIp).ban_status(StatusCode::FORBIDDEN));
     assert_eq!(send(&app, request("192.0.2.9:1")).await.0.status(), StatusCode::OK);
     assert_eq!(send(&app, request("192.0.2.9:1")).await.0.status(), StatusCode::TOO_MANY_REQUESTS);
-    let (banned, _) = send(&app, request("192.0.2.9:1")).await;
+    let (banned, body) = send(&app, request("192.0.2.9:1")).await;
     assert_eq!(banned.status(), StatusCode::FORBIDDEN);
     assert_eq!(header(&banned, "retry-after"), Some("300"));
+    assert_eq!(body, "Forbidden: banned for repeated violations\n", "a ban says it is one");
     clock.advance(Duration::from_secs(100));
     let (still, _) = send(&app, request("192.0.2.9:1")).await;
     assert_eq!((still.status(), header(&still, "retry-after")), (StatusCode::FORBIDDEN, Some("200")));

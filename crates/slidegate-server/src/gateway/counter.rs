@@ -47,4 +47,8 @@ impl<K: KeyExtractor> KeyExtractor for ServiceKey<K> {
         let value = self.inner.extract(parts)?;
         Some(Cow::Owned(Identity::keyed(&self.prefix, &value, &self.suffix)))
     }
+
+    fn missing(&self) -> Option<Cow<'static, str>> {
+        self.inner.missing()
+    }
 }

@@ -31,7 +31,7 @@ use super::head::request_host;
 use super::path::{Refused, normalize};
 use super::proxy::{Clients, Deciding, Proxy, Target};
 use crate::ServiceStore;
-use crate::config::{ConfigError, ConfigErrors, GatewayConfig, HostMatch, KeySpec, Route};
+use crate::config::{ConfigError, ConfigErrors, DEFAULT_MESSAGE, GatewayConfig, KeySpec, Route, match_order};
 use crate::decide::item::Identity;
 use crate::decide::stats::{Counted, Rates, ServiceStats, now_s};
 use crate::runtime::telemetry::{self, Outcome, RouteMetrics};
@@ -78,6 +78,9 @@ impl Table {
         previous: Option<&Table>,
     ) -> Result<Table, ConfigErrors> {
         let settings = &config.settings;
+        for warning in &config.warnings {
+            tracing::warn!(target: "slidegate", "{warning}");
+        }
         let refuse = |message: String| ConfigErrors(vec![ConfigError::whole(&config.file, message)]);
         let trust = ClientIp::trusting(&settings.trusted_proxies)
             .map_err(refuse)?
@@ -88,10 +91,12 @@ impl Table {
         for route in &config.routes {
             let mut layer = RateLimitLayer::new(limiter.clone())
                 .ban_status(settings.ban_status)
-                .message(settings.message.clone())
                 .ietf_headers(families.ietf)
                 .legacy_headers(families.legacy)
                 .degraded_header(families.degraded);
+            if settings.message != DEFAULT_MESSAGE {
+                layer = layer.message(settings.message.clone());
+            }
             for limit in &route.limits {
                 // Gateway limits always decide through the store.
                 let Some(rule) = limit.rule().cloned() else { continue };
@@ -128,17 +133,7 @@ impl Table {
             let metrics = RouteMetrics::new(Arc::from(route.name.as_str()));
             routes.push(CompiledRoute { service: layer.layer(Proxy::new(target)), metrics, rates });
         }
-        let mut order: Vec<usize> = (0..config.routes.len()).collect();
-        // Stable: equal routes stay in file order.
-        order.sort_by_key(|&i| {
-            let route = &config.routes[i];
-            let host = match &route.host {
-                Some(HostMatch::Exact(_)) => 0,
-                Some(HostMatch::Suffix(_)) => 1,
-                None => 2,
-            };
-            (host, std::cmp::Reverse(route.path_prefix.len()), route.methods.is_empty())
-        });
+        let order = match_order(&config.routes);
         let rejects_unidentified = config
             .routes
             .iter()

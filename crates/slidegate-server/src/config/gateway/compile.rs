@@ -9,6 +9,7 @@ use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
 
 use super::limits::{limits, valid_name};
+use super::order::unreachable;
 use super::settings::settings;
 use super::yaml::{GatewayYaml, RouteYaml};
 use super::{GatewayConfig, HostMatch, MAX_PART_LEN, MAX_ROUTES, MAX_UPSTREAMS, Route, RouteLimit};
@@ -58,17 +59,35 @@ pub(super) fn build(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> O
     // Every route name written, with where: a duplicate of a refused route
     // is a duplicate too.
     let mut names: Vec<(String, String)> = Vec::new();
+    let mut positions = Vec::new();
     for route in routes_yaml.value {
+        let at = position(&route);
         if let Some(route) = self::route(&mut builder, route, &shared, &mut names) {
             routes.push(route);
+            positions.push(at);
         }
     }
+    let warnings = unreachable(&routes)
+        .into_iter()
+        .map(|(never, first)| {
+            let (route, taker) = (&routes[never], &routes[first]);
+            ConfigError::at(
+                file,
+                positions[never],
+                format!(
+                    "route `{}` can never match: route `{}` (at {}) takes every request it would; \
+                     give it a host, a longer path_prefix or methods, or remove it",
+                    route.name, taker.name, taker.source
+                ),
+            )
+        })
+        .collect();
     let mut hasher = Sha256::new();
     hasher.update(file.to_string_lossy().as_bytes());
     hasher.update([0]);
     hasher.update(text.as_bytes());
     let hash = hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
-    Some(GatewayConfig { settings, routes, file: file.to_owned(), hash })
+    Some(GatewayConfig { settings, routes, file: file.to_owned(), hash, warnings })
 }
 
 fn route(

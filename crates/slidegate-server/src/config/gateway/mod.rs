@@ -27,11 +27,17 @@ use slidegate::Rule;
 use slidegate::limits::MAX_NAME_LEN;
 use slidegate_tower::{ForwardedHeader, MissingKey};
 
-use super::error::ConfigErrors;
+use super::error::{ConfigError, ConfigErrors};
 use super::limit::Limit;
+pub(crate) use order::match_order;
+
+/// A limited response's body unless `message` says otherwise (a ban's
+/// then says it is one).
+pub const DEFAULT_MESSAGE: &str = "Too Many Requests";
 
 mod compile;
 mod limits;
+mod order;
 mod settings;
 mod yaml;
 
@@ -53,6 +59,10 @@ pub struct GatewayConfig {
     pub file: PathBuf,
     /// A digest of the file (16 hex digits).
     pub hash: String,
+    /// What loads but is likely a mistake: a route that can never match
+    /// (every request it would take, a route tried before it takes). Logged
+    /// when the file is loaded; `slidegate serve --check` prints them.
+    pub warnings: Vec<ConfigError>,
 }
 
 /// How the proxy behaves, for every route.
@@ -90,7 +100,7 @@ impl Default for Settings {
             client_ip_header: ForwardedHeader::XForwardedFor,
             ipv6_prefix: 128,
             ban_status: StatusCode::TOO_MANY_REQUESTS,
-            message: "Too Many Requests".to_owned(),
+            message: DEFAULT_MESSAGE.to_owned(),
             connect_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(30),
             upstream_down_for: Duration::from_secs(10),
