@@ -760,6 +760,32 @@ async fn health_readiness_and_metrics() {
     service.stop().await;
 }
 
+/// A domain no rules file defines, or a descriptor no limit matches, is
+/// admitted unlimited, as envoy ratelimit does — and shows: counted by
+/// name in the metrics and listed in `/v1/stats` for the status page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_the_rules_do_not_know_are_counted_by_name() {
+    let service = start(RULES).await;
+    let typo = r#"{"domain":"apii","descriptors":[{"entries":[{"key":"user","value":"u"}]}]}"#;
+    for _ in 0..2 {
+        let (status, _, answer) = post_json(&service.url("/v1/check"), typo).await;
+        assert_eq!((status, &answer["descriptors"][0]["limit"]), (200, &Value::Null), "{answer}");
+    }
+    let unmatched = check_body(&[("no_such_key", "x"), ("user", "u")]);
+    assert_eq!(post_json(&service.url("/v1/check"), &unmatched).await.0, 200);
+
+    let (_, _, stats) = http("GET", &service.url("/v1/stats"), Vec::new(), &[]).await;
+    let stats: Value = serde_json::from_str(&stats).expect("stats");
+    assert_eq!(stats["unknown_domains"], json!([{"name": "apii", "count": 2}]));
+    assert_eq!(stats["unmatched_descriptors"], json!([{"name": "api: no_such_key, user", "count": 1}]));
+    let (_, _, text) = http("GET", &service.url("/metrics"), Vec::new(), &[]).await;
+    let unknown = metric(&text, "slidegate_service_unknown_domain_total", &[("domain", "apii")]);
+    assert_eq!(unknown, Some(2.0), "{text}");
+    let descriptor = [("descriptor", "api: no_such_key, user")];
+    assert_eq!(metric(&text, "slidegate_service_unmatched_total", &descriptor), Some(1.0), "{text}");
+    service.stop().await;
+}
+
 /// The value of the sample of `name` whose labels include `labels`.
 fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     text.lines().filter(|l| !l.starts_with('#')).find_map(|line| {

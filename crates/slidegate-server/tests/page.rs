@@ -116,6 +116,26 @@ async fn the_page_is_correct_with_no_limits() {
         "shown, not hidden"
     );
     assert!(dom.contains("Nothing limited yet."));
+    assert!(dom.contains("<section id=\"misses-section\" hidden=\"\">"), "nothing missed: no section");
+    service.stop().await;
+}
+
+/// A caller's domain the rules do not define shows on the page, with how
+/// often it was asked for; so does a descriptor no limit matches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_lists_what_the_rules_do_not_know() {
+    let service = start(
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 2 }\n",
+    )
+    .await;
+    for _ in 0..3 {
+        post_json(&service.url("/v1/check"), &check("apii", "user", "u")).await;
+    }
+    post_json(&service.url("/v1/check"), &check("api", "usr", "u")).await;
+    let dom = dom_of(&service).await;
+    assert!(dom.contains("<section id=\"misses-section\">"), "shown");
+    assert!(dom.contains("<td>unknown domain</td><td class=\"identity\">apii</td><td>3</td>"), "{dom}");
+    assert!(dom.contains("<td>no limit matches</td><td class=\"identity\">api: usr</td><td>1</td>"), "{dom}");
     service.stop().await;
 }
 

@@ -103,6 +103,8 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
         "limits": limits,
         "gateway": app.gateway.as_ref().map(|g| g.view(Some(now))),
         "top_limited": stats.top(),
+        "unknown_domains": stats.misses().domains(),
+        "unmatched_descriptors": stats.misses().descriptors(),
         "store": {
             "kind": app.store_kind,
             "connected": limiter.store().is_connected(),

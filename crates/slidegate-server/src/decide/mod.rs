@@ -141,10 +141,11 @@ impl Decider {
         let config: Arc<Config> = self.rules.current();
         let count = request.descriptors.len();
         let Some(domain) = config.domain(&request.domain) else {
-            metrics::counter!("slidegate_service_unknown_domain_total").increment(1);
+            let known: Vec<&str> = config.domains().map(|d| d.name()).collect();
+            self.stats.misses().unknown_domain(&request.domain, &known);
             return Ok(no_limits(count));
         };
-        let mut items = self.items(domain, request)?;
+        let mut items = self.items(domain, request, true)?;
         // `replaces`: across the whole request, by name.
         let replaced: HashSet<String> = items.iter().flat_map(|i| i.limit.replaces.iter().cloned()).collect();
         if !replaced.is_empty() {
@@ -174,8 +175,14 @@ impl Decider {
         self.stats.decided(domain, &who, limits);
     }
 
-    /// The limits `request`'s descriptors meet in `domain`, one item each.
-    fn items(&self, domain: &crate::config::Domain, request: &CheckRequest) -> Result<Vec<Item>, CheckError> {
+    /// The limits `request`'s descriptors meet in `domain`, one item each;
+    /// with `count_misses`, a descriptor meeting none is counted and logged.
+    fn items(
+        &self,
+        domain: &crate::config::Domain,
+        request: &CheckRequest,
+        count_misses: bool,
+    ) -> Result<Vec<Item>, CheckError> {
         let mut items = Vec::new();
         for (index, descriptor) in request.descriptors.iter().enumerate() {
             let entries: Vec<(&str, &str)> =
@@ -197,7 +204,10 @@ impl Decider {
                 continue;
             }
             let Some(path) = domain.lookup(&entries) else {
-                metrics::counter!("slidegate_service_unmatched_total").increment(1);
+                if count_misses {
+                    let keys: Vec<&str> = entries.iter().map(|&(key, _)| key).collect();
+                    self.stats.misses().unmatched(domain.name(), &keys);
+                }
                 continue;
             };
             let Some(&(node, _)) = path.last() else { continue };
@@ -234,7 +244,7 @@ impl Decider {
         let config: Arc<Config> = self.rules.current();
         let Some(domain) = config.domain(&request.domain) else { return Ok(0) };
         let mut reset = 0;
-        for item in self.items(domain, request)? {
+        for item in self.items(domain, request, false)? {
             let Some(rule) = item.rule() else { continue };
             match self.limiter.reset(rule, &item.identity).await {
                 Ok(held) => reset += usize::from(held),

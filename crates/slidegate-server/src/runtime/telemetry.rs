@@ -6,8 +6,10 @@
 //!   or `unavailable`;
 //! * `slidegate_service_request_duration_seconds{api, code}` — a histogram;
 //! * `slidegate_service_degraded_total{api}` — answers a failure policy gave;
-//! * `slidegate_service_unknown_domain_total`, `slidegate_service_unmatched_total`
-//!   — requests for no configured domain, descriptors matching no limit;
+//! * `slidegate_service_unknown_domain_total{domain}`,
+//!   `slidegate_service_unmatched_total{descriptor}` — requests for no
+//!   configured domain, descriptors matching no limit (`domain: key, key`),
+//!   bounded as stats keys are;
 //! * `slidegate_service_over_limit_total{domain, limit}` and
 //!   `slidegate_shadow_over_limit_total{domain, limit}` — denials by limit
 //!   (its stats key, as envoy ratelimit names it; keys named by request

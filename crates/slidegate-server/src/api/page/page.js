@@ -138,6 +138,21 @@ function renderTop(top) {
   }
 }
 
+function renderMisses(domains, descriptors) {
+  const body = document.querySelector("#misses tbody");
+  body.replaceChildren();
+  document.getElementById("misses-section").hidden = domains.length + descriptors.length === 0;
+  for (const [kind, missed] of [["unknown domain", domains], ["no limit matches", descriptors]]) {
+    for (const miss of missed) {
+      const row = document.createElement("tr");
+      cell(row, kind);
+      cell(row, miss.name, "identity");
+      cell(row, String(miss.count));
+      body.appendChild(row);
+    }
+  }
+}
+
 function render(stats) {
   const store = stats.store;
   text("store-kind", store.kind);
@@ -162,6 +177,7 @@ function render(stats) {
   renderLimits(stats.limits);
   renderGateway(stats.gateway);
   renderTop(stats.top_limited);
+  renderMisses(stats.unknown_domains, stats.unmatched_descriptors);
   text("updated", "updated " + new Date(stats.now_unix_s * 1000).toLocaleTimeString());
   document.body.dataset.loaded = "true";
 }

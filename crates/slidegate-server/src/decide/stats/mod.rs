@@ -1,9 +1,11 @@
 //! What the service keeps for its status page (`GET /v1/stats`): per
 //! limit, admitted and limited requests per second over five minutes; the
-//! most limited identities; store latency and degraded answers. Every part
+//! most limited identities; store latency and degraded answers; domains
+//! and descriptors the configuration did not know. Every part
 //! has a fixed size whatever the traffic.
 
 mod latency;
+mod misses;
 mod rates;
 mod top;
 
@@ -14,6 +16,7 @@ use std::time::{Duration, SystemTime};
 use slidegate::{Decision, State};
 
 pub(crate) use latency::Latency;
+pub(crate) use misses::Misses;
 pub(crate) use rates::{Rates, SECONDS};
 pub(crate) use top::{Heavy, TopLimited};
 
@@ -26,6 +29,7 @@ pub(crate) struct ServiceStats {
     top: Mutex<TopLimited>,
     latency: Latency,
     degraded: AtomicU64,
+    misses: Misses,
 }
 
 impl Default for ServiceStats {
@@ -34,6 +38,7 @@ impl Default for ServiceStats {
             top: Mutex::new(TopLimited::new(TOP_K)),
             latency: Latency::default(),
             degraded: AtomicU64::new(0),
+            misses: Misses::default(),
         }
     }
 }
@@ -134,6 +139,11 @@ impl ServiceStats {
     pub(crate) fn store_latency(&self) -> Option<(f64, f64)> {
         let q = self.latency.quantiles(now_s(), &[0.5, 0.99])?;
         Some((q[0], q[1]))
+    }
+
+    /// The requests the configuration did not know.
+    pub(crate) fn misses(&self) -> &Misses {
+        &self.misses
     }
 
     /// Requests a failure policy answered since start.
