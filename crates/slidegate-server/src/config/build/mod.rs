@@ -89,7 +89,18 @@ pub(super) fn yaml_error(file: &Path, error: &serde_saphyr::Error) -> ConfigErro
         _ => message,
     };
     let at = error.location().map_or((0, 0), |l| line_column(l.line(), l.column()));
-    ConfigError::at(file, at, message)
+    ConfigError::at(file, at, in_our_words(message))
+}
+
+/// The parser's message, where it speaks of its own options, in the
+/// terms of the file.
+fn in_our_words(message: String) -> String {
+    let Some(rest) = message.strip_prefix("duplicate mapping key") else { return message };
+    let key = rest.split_once(", set DuplicateKeyPolicy").map_or(rest, |(key, _)| key);
+    match key.strip_prefix(": ") {
+        Some(key) => format!("`{key}` is given twice here: write each key once"),
+        None => "a key is given twice here: write each key once".to_owned(),
+    }
 }
 
 pub(super) struct Builder<'f> {
