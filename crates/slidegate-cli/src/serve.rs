@@ -1,8 +1,6 @@
 //! `slidegate serve`: parses nothing itself (clap did), builds the store
 //! and listeners, and hands over to [`slidegate_server::serve`].
 
-use std::time::Duration;
-
 use anyhow::{Context, bail};
 use slidegate::{FailurePolicy, MemoryStore};
 use slidegate_server::config::{Config, GatewayConfig};
@@ -86,22 +84,29 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     config.metrics_recorder = true;
     config.tune_process = true;
     config.watch = !args.no_watch;
+    if args.grpc == Listen::Off && args.http == Listen::Off && args.gateway.is_none() {
+        bail!("nothing to listen on: --grpc and --http are both `off` and there is no --gateway");
+    }
     let mut listeners = Listeners::new(bind(args.grpc, "--grpc").await?, bind(args.http, "--http").await?);
     if args.gateway.is_some() {
         let gateway = bind(Listen::At(args.gateway_addr), "--gateway-addr").await?;
         listeners = listeners.with_gateway(gateway.context("--gateway-addr")?);
     }
+    // Logged, so a JSON log holds JSON only.
     if let Some(grpc) = &listeners.grpc {
-        eprintln!("slidegate: Envoy RLS v3 (gRPC) on {}", grpc.local_addr()?);
+        let addr = grpc.local_addr()?;
+        tracing::info!(target: "slidegate", "Envoy RLS v3 (gRPC) on {addr}");
     }
     if let Some(http) = &listeners.http {
-        eprintln!("slidegate: HTTP API on http://{}", http.local_addr()?);
+        let addr = http.local_addr()?;
+        tracing::info!(target: "slidegate", "HTTP API on http://{addr}");
     }
     if let Some(gateway) = &listeners.gateway {
-        eprintln!("slidegate: gateway on http://{}", gateway.local_addr()?);
+        let addr = gateway.local_addr()?;
+        tracing::info!(target: "slidegate", "gateway on http://{addr}");
     }
     slidegate_server::serve(config, listeners, shutdown_signal()).await?;
-    eprintln!("slidegate: stopped");
+    tracing::info!(target: "slidegate", "stopped");
     Ok(())
 }
 
@@ -128,6 +133,9 @@ fn check(args: &ServeArgs) -> anyhow::Result<()> {
             Ok(config) => {
                 let routes: Vec<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
                 println!("{}: ok (routes: {}, hash {})", gateway.display(), routes.join(", "), config.hash);
+                for warning in &config.warnings {
+                    eprintln!("warning: {warning}");
+                }
             }
             Err(errors) => problems.push(errors.to_string()),
         }
@@ -165,9 +173,7 @@ async fn shutdown_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
-    eprintln!("slidegate: shutting down (requests in flight finish)");
-    // Leaves the message a moment to reach the terminal before the drain logs.
-    tokio::time::sleep(Duration::from_millis(1)).await;
+    tracing::info!(target: "slidegate", "shutting down (requests in flight finish)");
 }
 
 fn init_logging(format: LogFormat) {

@@ -92,7 +92,7 @@ impl Service {
 
     /// Starts `command` and waits until it is ready. Its listeners bind
     /// port 0 and are found in the addresses `serve` announces (the line
-    /// starting `slidegate: {driven}`, and the HTTP API's): a port picked
+    /// `slidegate: {driven}…`, and the HTTP API's): a port picked
     /// free beforehand could be taken meanwhile by another test's
     /// benchmark, whose client sockets draw from the same ephemeral range.
     fn start(mut command: Command, driven: &str) -> Service {
@@ -143,11 +143,11 @@ impl Drop for Service {
     }
 }
 
-/// The port of the address `serve` announced on the line starting
-/// `slidegate: {what}`, once it has.
+/// The port of the address `serve` announced in its log line
+/// `… slidegate: {what}<address>`, once it has.
 fn announced_port(stderr: &str, what: &str) -> Option<u16> {
-    let line = stderr.lines().find_map(|line| line.strip_prefix("slidegate: ")?.strip_prefix(what))?;
-    line.trim().parse::<std::net::SocketAddr>().ok().map(|address| address.port())
+    let line = stderr.lines().find_map(|line| line.split_once("slidegate: ")?.1.strip_prefix(what))?;
+    line.split_whitespace().next()?.parse::<std::net::SocketAddr>().ok().map(|address| address.port())
 }
 
 fn local(port: u16) -> String {

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::BoolishValueParser;
 use clap::{Args, ValueEnum};
 
 use crate::rule_args::parse_duration;
@@ -32,7 +33,7 @@ pub struct ServeArgs {
     pub gateway: Option<PathBuf>,
 
     /// The gateway's proxy listens here (with `--gateway`).
-    #[arg(long, value_name = "ADDR", env = "SLIDEGATE_GATEWAY_ADDR", default_value = "0.0.0.0:8000")]
+    #[arg(long, value_name = "ADDR", env = "SLIDEGATE_GATEWAY_ADDR", default_value = "0.0.0.0:8000", value_parser = parse_addr)]
     pub gateway_addr: SocketAddr,
 
     /// Only check the rules and the gateway file: print every problem, exit
@@ -94,12 +95,12 @@ pub struct ServeArgs {
     pub headers: HeadersArg,
 
     /// Global shadow mode: decide and count every limit, never deny.
-    #[arg(long, env = "SLIDEGATE_SHADOW")]
+    #[arg(long, env = "SLIDEGATE_SHADOW", value_parser = BoolishValueParser::new())]
     pub shadow: bool,
 
     /// Turn off the deny cache: every request a limit denies asks the
     /// store again, instead of being answered locally until its retry time.
-    #[arg(long, env = "SLIDEGATE_NO_DENY_CACHE")]
+    #[arg(long, env = "SLIDEGATE_NO_DENY_CACHE", value_parser = BoolishValueParser::new())]
     pub no_deny_cache: bool,
 
     /// A file holding the admin token (`Authorization: Bearer …` for
@@ -119,7 +120,7 @@ pub struct ServeArgs {
     pub header_timeout: Duration,
 
     /// Do not watch the rules for changes (SIGHUP and the admin API still reload).
-    #[arg(long, env = "SLIDEGATE_NO_WATCH")]
+    #[arg(long, env = "SLIDEGATE_NO_WATCH", value_parser = BoolishValueParser::new())]
     pub no_watch: bool,
 
     /// Log lines as text or as JSON objects.
@@ -140,9 +141,38 @@ fn parse_listen(text: &str) -> Result<Listen, String> {
     if text.eq_ignore_ascii_case("off") {
         return Ok(Listen::Off);
     }
-    text.parse()
-        .map(Listen::At)
-        .map_err(|_| format!("expected host:port (e.g. 0.0.0.0:8081) or `off`, got {text:?}"))
+    parse_addr(text).map(Listen::At)
+}
+
+/// A listen address: `host:port` (an IP address, or a name resolved now:
+/// its first IPv4 address, else its first), `[v6]:port`, or `:port` (every
+/// IPv4 interface, as `0.0.0.0:port`).
+pub(crate) fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    let expected = || {
+        format!(
+            "expected host:port, [ipv6]:port or :port (e.g. 0.0.0.0:8081, localhost:8081, :8081), got {text:?}"
+        )
+    };
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    let (host, port) = text.rsplit_once(':').ok_or_else(expected)?;
+    let port: u16 = port.parse().map_err(|_| expected())?;
+    if host.is_empty() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    if host.contains([':', '[', ']', '/']) || host.chars().any(char::is_whitespace) {
+        return Err(expected());
+    }
+    let resolved: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .map_err(|e| format!("cannot resolve {host:?} (in {text:?}): {e}"))?
+        .collect();
+    resolved
+        .iter()
+        .find(|addr| addr.is_ipv4())
+        .or(resolved.first())
+        .copied()
+        .ok_or_else(|| format!("{host:?} (in {text:?}) resolves to no address"))
 }
 
 /// `--policy`.
@@ -192,5 +222,24 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     match parse_duration(text)? {
         Duration::ZERO => Err("must be above zero".into()),
         timeout => Ok(timeout),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_in_every_form() {
+        let addr = |text: &str| text.parse::<SocketAddr>().expect("an address");
+        assert_eq!(parse_addr("0.0.0.0:8081"), Ok(addr("0.0.0.0:8081")));
+        assert_eq!(parse_addr("[::1]:8081"), Ok(addr("[::1]:8081")));
+        assert_eq!(parse_addr(":8081"), Ok(addr("0.0.0.0:8081")));
+        assert_eq!(parse_addr("localhost:8081"), Ok(addr("127.0.0.1:8081")));
+        for bad in ["8081", "localhost", ":", ":99999", "a b:80", "[::1:80", "http://x:80", ""] {
+            let error = parse_addr(bad).expect_err(bad);
+            assert!(error.contains("expected host:port"), "{bad}: {error}");
+        }
+        assert_eq!(parse_listen("OFF"), Ok(Listen::Off));
     }
 }
