@@ -49,7 +49,7 @@ fn envoy_config(listen: u16, upstream: u16, slidegate: u16, admin: u16) -> Strin
     let example = include_str!("../../../examples/envoy/envoy.yaml");
     let replaced = example
         .replace("port_value: 10000", &format!("port_value: {listen}"))
-        .replace("port_value: 8000", &format!("port_value: {upstream}"))
+        .replace("port_value: 8002", &format!("port_value: {upstream}"))
         .replace("port_value: 8081", &format!("port_value: {slidegate}"))
         .replace("port_value: 9901", &format!("port_value: {admin}"));
     assert_ne!(replaced, example);

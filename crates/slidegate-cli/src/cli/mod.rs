@@ -14,6 +14,10 @@ use crate::rule_args::{RuleArgs, parse_duration};
 use crate::simulate::traffic::Pattern;
 use crate::store_choice::{StoreSpec, parse_key_prefix};
 
+/// The help heading of `bench`'s flags for the limiter in this process,
+/// which `--target` refuses.
+const LIMITER_FLAGS: &str = "The limiter in this process (not with --target)";
+
 /// The longest `bench --duration`: a benchmark is a measurement, not a load
 /// generator left running by accident.
 pub const MAX_BENCH_DURATION: Duration = Duration::from_secs(600);
@@ -21,8 +25,9 @@ pub const MAX_BENCH_DURATION: Duration = Duration::from_secs(600);
 /// The most `bench --requests`.
 pub const MAX_BENCH_REQUESTS: u64 = 1_000_000_000;
 
-/// slidegate: exact sliding-window rate limiting. Replay traces, compare
-/// algorithms on generated traffic, and benchmark stores.
+/// slidegate: exact sliding-window rate limiting. Serve rate limits to
+/// Envoy and any service (and as a gateway), replay traces, compare
+/// algorithms on generated traffic, and benchmark stores and services.
 #[derive(Debug, Parser)]
 #[command(name = "slidegate", version, propagate_version = true)]
 pub struct Cli {
@@ -62,9 +67,11 @@ pub enum Command {
     /// Run every algorithm on the same generated traffic and compare how much
     /// each admits in a true sliding window.
     Simulate(SimulateArgs),
-    /// Measure decisions per second and latency of a store.
+    /// Measure decisions per second and latency of a store, or of a running
+    /// service or gateway (`--target`).
     Bench(Box<BenchArgs>),
-    /// Run the rate-limit service: Envoy RLS v3 (gRPC) and an HTTP API.
+    /// Run the rate-limit service (Envoy RLS v3 over gRPC, an HTTP API, a
+    /// status page) and, with `--gateway`, a rate-limiting reverse proxy.
     Serve(Box<serve::ServeArgs>),
 }
 
@@ -220,7 +227,7 @@ pub struct BenchArgs {
     /// times, `redis://` URLs of the nodes of one Cluster (a fresh key
     /// prefix is used for every run unless `--prefix` is given; the Redis
     /// server's clock decides).
-    #[arg(long = "store", value_name = "STORE", default_value = "memory", action = clap::ArgAction::Append)]
+    #[arg(long = "store", help_heading = LIMITER_FLAGS, value_name = "STORE", default_value = "memory", action = clap::ArgAction::Append)]
     pub stores: Vec<StoreSpec>,
 
     /// The rule every request is checked against (required unless
@@ -228,24 +235,21 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub rule: Option<RuleArgs>,
 
-    /// A running service to drive instead.
-    #[command(flatten)]
-    pub service: target::TargetArgs,
-
     /// Cost of every request (at least 1, at most `--limit`).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, help_heading = LIMITER_FLAGS, default_value_t = 1)]
     pub cost: u32,
 
     /// Redis key prefix to use instead of a fresh random one, so that
     /// several bench processes share keys (1 to 64 bytes; no whitespace,
     /// control characters or braces).
-    #[arg(long, value_parser = parse_key_prefix)]
+    #[arg(long, help_heading = LIMITER_FLAGS, value_parser = parse_key_prefix)]
     pub prefix: Option<String>,
 
     /// How the limiter answers when the store fails, is slower than
     /// `--deadline`, or the circuit breaker is open.
     #[arg(
         long,
+        help_heading = LIMITER_FLAGS,
         default_value = "fallback",
         value_parser = PossibleValuesParser::new(["fail-open", "fail-closed", "fallback"])
             .try_map(|text| text.parse::<FailurePolicy>()),
@@ -254,25 +258,25 @@ pub struct BenchArgs {
 
     /// The limiter's deadline for one store call; a slower call is answered
     /// by `--policy` [default: 50ms, the library's; at most 10s].
-    #[arg(long, value_parser = parse_deadline)]
+    #[arg(long, help_heading = LIMITER_FLAGS, value_parser = parse_deadline)]
     pub deadline: Option<Duration>,
 
     /// Turn off the limiter's deny cache: every denial asks the store.
-    #[arg(long)]
+    #[arg(long, help_heading = LIMITER_FLAGS)]
     pub no_deny_cache: bool,
 
     /// Turn off the limiter's circuit breaker: every check asks the store,
     /// however often it fails.
-    #[arg(long)]
+    #[arg(long, help_heading = LIMITER_FLAGS)]
     pub no_breaker: bool,
 
     /// Turn off the Redis store's auto-batching: every check is its own
     /// script call, even while others are in flight.
-    #[arg(long)]
+    #[arg(long, help_heading = LIMITER_FLAGS)]
     pub no_auto_batch: bool,
 
     /// The entry point the checks go through.
-    #[arg(long, value_enum, default_value_t = Entry::Check)]
+    #[arg(long, help_heading = LIMITER_FLAGS, value_enum, default_value_t = Entry::Check)]
     pub entry: Entry,
 
     /// Number of distinct keys requests are spread over.
@@ -312,7 +316,7 @@ pub struct BenchArgs {
     /// Response timeout of the Redis connection, for each reply [default:
     /// the store's own; at most 10s]. The limiter's `--deadline` bounds
     /// every check as well: the shorter of the two wins.
-    #[arg(long, value_parser = parse_deadline)]
+    #[arg(long, help_heading = LIMITER_FLAGS, value_parser = parse_deadline)]
     pub timeout: Option<Duration>,
 
     /// Print one JSON object instead of the human summary (no progress bar).
@@ -323,15 +327,20 @@ pub struct BenchArgs {
     /// client stack (needs a standalone `redis://` store): `naive-zset` is
     /// the ZSET sliding window of the source articles, `ping` a `PING` per
     /// check (a round trip per check, unbatched).
-    #[arg(long, value_enum)]
+    #[arg(long, help_heading = LIMITER_FLAGS, value_enum)]
     pub baseline: Option<Baseline>,
 
     /// Also report the Redis server's side: CPU per script call (`INFO
     /// commandstats`, reset with `CONFIG RESETSTAT` before the run — use a
     /// server of your own) and `MEMORY USAGE` of a sample of the run's keys.
     /// Standalone `redis://` stores only.
-    #[arg(long)]
+    #[arg(long, help_heading = LIMITER_FLAGS)]
     pub redis_stats: bool,
+
+    /// A running service to drive instead (its flags under their own
+    /// heading, last).
+    #[command(flatten)]
+    pub service: target::TargetArgs,
 }
 
 /// Highest `--rate` accepted (decisions per second).

@@ -97,3 +97,30 @@ fn serve_header_timeout_is_a_duration_above_zero() {
     let err = serve(&["--header-timeout", "soon"]).unwrap_err().to_string();
     assert!(err.contains("expected a duration"), "{err}");
 }
+
+#[test]
+fn help_describes_every_command_and_groups_bench_flags_where_they_apply() {
+    let top = Cli::command().render_help().to_string();
+    for (command, says) in
+        [("serve", "gateway"), ("bench", "service"), ("replay", "trace"), ("simulate", "algorithm")]
+    {
+        let line =
+            top.lines().find(|l| l.trim_start().starts_with(command)).unwrap_or_else(|| panic!("{top}"));
+        assert!(line.contains(says), "{command}: {line}");
+    }
+    let mut command = Cli::command();
+    let bench = command.find_subcommand_mut("bench").expect("bench").render_long_help().to_string();
+    // A heading's lines: up to the next line that is not indented.
+    let section = |heading: &str| {
+        assert!(bench.lines().any(|l| l.starts_with(heading)), "no `{heading}` in {bench}");
+        let lines = bench.lines().skip_while(|l| !l.starts_with(heading)).skip(1);
+        lines.take_while(|l| l.is_empty() || l.starts_with(' ')).collect::<Vec<_>>().join("\n")
+    };
+    let limiter = section(LIMITER_FLAGS);
+    let target = section("Driving a service (--target)");
+    for flag in ["--no-deny-cache", "--deadline", "--no-auto-batch", "--redis-stats"] {
+        assert!(limiter.contains(flag), "{flag} under the limiter's heading");
+        assert!(!target.contains(flag), "{flag} not under --target's");
+    }
+    assert!(target.contains("--descriptor"), "{target}");
+}
