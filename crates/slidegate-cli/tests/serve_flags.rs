@@ -188,3 +188,40 @@ fn check_warns_of_a_route_that_can_never_match() {
         "{stderr}"
     );
 }
+
+/// `deploy/kubernetes`: the ConfigMap's rules pass `--check`, and the
+/// Deployment's arguments are ones `serve` takes.
+#[test]
+fn the_kubernetes_manifests_hold_a_configuration_serve_takes() {
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes");
+    let configmap = std::fs::read_to_string(deploy.join("configmap.yaml")).expect("configmap.yaml");
+    let rules: String = configmap
+        .lines()
+        .skip_while(|l| l.trim() != "rules.yaml: |")
+        .skip(1)
+        .map_while(|l| l.strip_prefix("    ").or_else(|| l.is_empty().then_some("")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(rules.contains("domain: edge"), "{rules}");
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("rules.yaml"), rules).expect("write");
+
+    let deployment = std::fs::read_to_string(deploy.join("deployment.yaml")).expect("deployment.yaml");
+    let args: Vec<String> = deployment
+        .lines()
+        .skip_while(|l| l.trim() != "args:")
+        .skip(1)
+        .map_while(|l| l.trim().strip_prefix("- "))
+        .map(|arg| match arg.strip_prefix("--rules=") {
+            Some(_) => format!("--rules={}", dir.path().display()),
+            None => arg.to_owned(),
+        })
+        .collect();
+    assert_eq!(args.first().map(String::as_str), Some("serve"), "{args:?}");
+    let mut check: Vec<&str> = args.iter().map(String::as_str).collect();
+    check.push("--check");
+    let output = common::slidegate(&check, "");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("ok (1 file(s), domains: edge"), "{stdout}");
+}
