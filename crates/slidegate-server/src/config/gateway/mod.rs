@@ -33,7 +33,7 @@ pub(crate) use order::match_order;
 
 /// A limited response's body unless `message` says otherwise (a ban's
 /// then says it is one).
-pub const DEFAULT_MESSAGE: &str = "Too Many Requests";
+pub(crate) const DEFAULT_MESSAGE: &str = "Too Many Requests";
 
 mod compile;
 mod limits;
