@@ -120,6 +120,39 @@ async fn the_page_is_correct_with_no_limits() {
     service.stop().await;
 }
 
+/// Every table sorts and filters; the view is in the address's fragment,
+/// so it survives the refresh and a link shares it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tables_sort_and_filter_as_the_address_says() {
+    let mut rules = String::from(
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 2 }\n",
+    );
+    for i in 0..10 {
+        rules.push_str(&format!(
+            "  - key: route{i}\n    rate_limit: {{ unit: hour, requests_per_unit: {} }}\n",
+            i + 1
+        ));
+    }
+    let service = start(&rules).await;
+    // By limit (the fourth column), largest first, routes only.
+    let url = service.url("/#limits.sort=3&limits.desc=1&limits.filter=route");
+    let dom = tokio::task::spawn_blocking(move || {
+        let profile = tempfile::tempdir().expect("profile dir");
+        browse(&url, &["--dump-dom"], profile.path())
+    })
+    .await
+    .expect("chromium");
+    assert!(dom.contains("data-loaded=\"true\""), "{}", &dom[..dom.len().min(2000)]);
+    let at = |key: &str| dom.find(&format!("data-key=\"{key}\"")).unwrap_or_else(|| panic!("no row {key}"));
+    let order: Vec<usize> = (0..10).rev().map(|i| at(&format!("api.route{i}"))).collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "route9 (10/h) first, route0 (1/h) last: {order:?}");
+    assert!(dom.contains("<tr data-key=\"api.user\" hidden=\"\">"), "filtered out");
+    assert!(!dom.contains("<tr data-key=\"api.route3\" hidden"), "kept");
+    assert!(dom.contains("10 of 11 shown"), "the count");
+    assert!(dom.contains("data-sorted=\"desc\""), "the sorted column is marked");
+    service.stop().await;
+}
+
 /// A caller's domain the rules do not define shows on the page, with how
 /// often it was asked for; so does a descriptor no limit matches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

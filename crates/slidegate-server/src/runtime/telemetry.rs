@@ -9,7 +9,7 @@
 //! * `slidegate_service_unknown_domain_total{domain}`,
 //!   `slidegate_service_unmatched_total{descriptor}` — requests for no
 //!   configured domain, descriptors matching no limit (`domain: key, key`),
-//!   bounded as stats keys are;
+//!   the first hundred names each, the rest as `_other`;
 //! * `slidegate_service_over_limit_total{domain, limit}` and
 //!   `slidegate_shadow_over_limit_total{domain, limit}` — denials by limit
 //!   (its stats key, as envoy ratelimit names it; keys named by request

@@ -58,7 +58,7 @@ function renderLimits(limits) {
     cell(row, entry.key, "identity");
     cell(row, limit.name || "");
     cell(row, limit.algorithm === "unlimited" ? "unlimited" : String(limit.requests_per_unit));
-    cell(row, limit.algorithm === "unlimited" ? "" : duration(limit.window_ms));
+    cell(row, limit.algorithm === "unlimited" ? "" : duration(limit.window_ms)).dataset.sort = limit.window_ms ?? 0;
     cell(row, limit.algorithm);
     cell(row, limit.shadow_mode ? "shadow" : "");
     cell(row, String(lastSecond(entry.admitted)), "admitted-now");
@@ -133,7 +133,7 @@ function renderTop(top) {
     cell(row, String(heavy.count));
     cell(row, String(heavy.error));
     cell(row, String(heavy.remaining));
-    cell(row, duration(heavy.retry_after_ms));
+    cell(row, duration(heavy.retry_after_ms)).dataset.sort = heavy.retry_after_ms;
     body.appendChild(row);
   }
 }
@@ -151,6 +151,83 @@ function renderMisses(domains, descriptors) {
       body.appendChild(row);
     }
   }
+}
+
+// Sorting and filtering the tables: each table's view (the column it is
+// sorted by, the order, the filter) lives in the address's fragment, so a
+// view survives the refresh and can be shared:
+// #limits.sort=8&limits.desc=1&limits.filter=login
+const TABLES = ["limits", "routes", "top", "misses"];
+const view = new URLSearchParams(location.hash.slice(1));
+
+function saveView() {
+  history.replaceState(null, "", "#" + view.toString());
+}
+
+// A cell's value to sort by: a number when it reads as one.
+function sortKey(row, column) {
+  const cell = row.cells[column];
+  if (cell?.dataset.sort !== undefined) return Number(cell.dataset.sort);
+  const text = cell?.textContent ?? "";
+  const number = Number.parseFloat(text);
+  return Number.isFinite(number) && /^[\d.]/.test(text) ? number : text.toLowerCase();
+}
+
+// Puts a table's rows in its view's order and hides those the filter leaves out.
+function arrange(id) {
+  const table = document.getElementById(id);
+  const body = table.tBodies[0];
+  const column = Number.parseInt(view.get(id + ".sort") ?? "", 10);
+  const desc = view.get(id + ".desc") === "1";
+  const filter = (view.get(id + ".filter") ?? "").toLowerCase();
+  const rows = Array.from(body.rows);
+  if (Number.isInteger(column)) {
+    rows.sort((a, b) => {
+      const [x, y] = [sortKey(a, column), sortKey(b, column)];
+      const order = typeof x === typeof y ? (x < y ? -1 : x > y ? 1 : 0) : typeof x === "number" ? -1 : 1;
+      return desc ? -order : order;
+    });
+    body.append(...rows);
+  }
+  let shown = 0;
+  for (const row of rows) {
+    row.hidden = filter !== "" && !row.textContent.toLowerCase().includes(filter);
+    if (!row.hidden) shown++;
+  }
+  for (const [i, th] of Array.from(table.tHead.rows[0].cells).entries()) {
+    th.dataset.sorted = i === column ? (desc ? "desc" : "asc") : "";
+  }
+  const count = document.getElementById(id + "-shown");
+  if (count) count.textContent = filter ? shown + " of " + rows.length + " shown" : "";
+}
+
+for (const id of TABLES) {
+  const table = document.getElementById(id);
+  const input = document.createElement("input");
+  input.type = "search";
+  input.placeholder = "filter";
+  input.className = "filter";
+  input.id = id + "-filter";
+  input.value = view.get(id + ".filter") ?? "";
+  const count = document.createElement("span");
+  count.id = id + "-shown";
+  count.className = "muted";
+  table.before(input, " ", count);
+  input.addEventListener("input", () => {
+    if (input.value) view.set(id + ".filter", input.value); else view.delete(id + ".filter");
+    saveView();
+    arrange(id);
+  });
+  table.tHead.addEventListener("click", (event) => {
+    const th = event.target.closest("th");
+    if (!th) return;
+    const column = String(th.cellIndex);
+    const desc = view.get(id + ".sort") === column && view.get(id + ".desc") !== "1";
+    view.set(id + ".sort", column);
+    view.set(id + ".desc", desc ? "1" : "0");
+    saveView();
+    arrange(id);
+  });
 }
 
 function render(stats) {
@@ -178,6 +255,7 @@ function render(stats) {
   renderGateway(stats.gateway);
   renderTop(stats.top_limited);
   renderMisses(stats.unknown_domains, stats.unmatched_descriptors);
+  TABLES.forEach(arrange);
   text("updated", "updated " + new Date(stats.now_unix_s * 1000).toLocaleTimeString());
   document.body.dataset.loaded = "true";
 }

@@ -11,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
 
 use super::now_s;
-use crate::runtime::telemetry::bounded_value_key;
+use super::top::shown;
 
 /// The most names kept per kind; past it the rest count as `_other`.
 pub(crate) const MAX_MISSED_NAMES: usize = 100;
@@ -21,13 +21,20 @@ pub(crate) const MAX_MISSED_NAMES: usize = 100;
 struct Counts(HashMap<String, u64>);
 
 impl Counts {
-    fn add(&mut self, name: &str) {
-        if let Some(count) = self.0.get_mut(name) {
+    /// Counts one miss of `name`; returns the name it is counted under
+    /// (`_other` past the bound), which the metrics label it with too:
+    /// names clients choose take none of the stats keys' own budget.
+    /// A name longer than [`MAX_SHOWN_BYTES`](super::top::MAX_SHOWN_BYTES)
+    /// is cut (marked `…`).
+    fn add(&mut self, name: &str) -> String {
+        let name = shown(name);
+        if let Some(count) = self.0.get_mut(&name) {
             *count += 1;
-            return;
+            return name;
         }
-        let name = if self.0.len() < MAX_MISSED_NAMES { name } else { "_other" };
-        *self.0.entry(name.to_owned()).or_default() += 1;
+        let name = if self.0.len() < MAX_MISSED_NAMES { name } else { "_other".to_owned() };
+        *self.0.entry(name.clone()).or_default() += 1;
+        name
     }
 
     /// Most first, then by name.
@@ -61,9 +68,8 @@ impl Misses {
     /// A request for `domain`, which no rules file defines; `known` lists
     /// the domains that are.
     pub(crate) fn unknown_domain(&self, domain: &str, known: &[&str]) {
-        metrics::counter!("slidegate_service_unknown_domain_total", "domain" => bounded_value_key(domain.to_owned()))
-            .increment(1);
-        self.domains.lock().unwrap_or_else(PoisonError::into_inner).add(domain);
+        let label = self.domains.lock().unwrap_or_else(PoisonError::into_inner).add(domain);
+        metrics::counter!("slidegate_service_unknown_domain_total", "domain" => label).increment(1);
         if let Some(held_back) = UNKNOWN_DOMAIN.pass(now_s() * 1000, LogThrottle::EVERY_MS) {
             tracing::warn!(
                 target: "slidegate",
@@ -79,9 +85,8 @@ impl Misses {
     /// A descriptor of `domain` with `keys` that matches no limit.
     pub(crate) fn unmatched(&self, domain: &str, keys: &[&str]) {
         let name = format!("{domain}: {}", keys.join(", "));
-        metrics::counter!("slidegate_service_unmatched_total", "descriptor" => bounded_value_key(name.clone()))
-            .increment(1);
-        self.descriptors.lock().unwrap_or_else(PoisonError::into_inner).add(&name);
+        let label = self.descriptors.lock().unwrap_or_else(PoisonError::into_inner).add(&name);
+        metrics::counter!("slidegate_service_unmatched_total", "descriptor" => label).increment(1);
         if let Some(held_back) = UNMATCHED.pass(now_s() * 1000, LogThrottle::EVERY_MS) {
             tracing::warn!(
                 target: "slidegate",
@@ -105,6 +110,7 @@ impl Misses {
 
 #[cfg(test)]
 mod tests {
+    use super::super::top::MAX_SHOWN_BYTES;
     use super::*;
 
     #[test]
@@ -121,5 +127,11 @@ mod tests {
         let domains = misses.domains();
         assert_eq!(domains.len(), MAX_MISSED_NAMES + 1, "the bound and `_other`");
         assert_eq!(domains[0], Missed { name: "_other".into(), count: 6 });
+
+        // Names clients choose are cut to a bounded length.
+        let huge = Misses::default();
+        huge.unknown_domain(&"x".repeat(4096), &[]);
+        let name = &huge.domains()[0].name;
+        assert!(name.len() <= MAX_SHOWN_BYTES && name.ends_with('…'), "{}", name.len());
     }
 }

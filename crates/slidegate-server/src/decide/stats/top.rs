@@ -77,7 +77,7 @@ impl TopLimited {
 }
 
 /// `identity` cut to [`MAX_SHOWN_BYTES`] at a character boundary.
-fn shown(identity: &str) -> String {
+pub(super) fn shown(identity: &str) -> String {
     if identity.len() <= MAX_SHOWN_BYTES {
         return identity.to_owned();
     }
