@@ -88,6 +88,9 @@ async fn the_page_shows_limits_rates_and_hostile_identities_as_text() {
         "hostile identity shown escaped"
     );
     assert!(dom.contains("api: user=alice"));
+    // When each was last limited, and its wait counted down from then.
+    assert!(dom.contains(" s ago</td>"), "last limited");
+    assert!(dom.contains("of which maybe others'"), "no jargon in the header");
     assert_eq!(dom.matches("data-key=\"api.route").count(), 300, "every rule has its row");
     assert!(dom.contains("data-key=\"api.user\""));
     assert!(dom.contains("class=\"spark\""), "charts drawn");

@@ -94,6 +94,9 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
     let limiter = app.decider.limiter();
     axum::Json(json!({
         "now_unix_s": now,
+        "now_unix_ms": std::time::SystemTime::now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         "seconds": crate::decide::stats::SECONDS,
         "config": {
             "hash": config.hash(),

@@ -123,7 +123,13 @@ function renderServers(servers) {
   text("store-keys", servers.keys + " (" + (estimate ? "≈ " : "") + servers.slidegate_keys + ")");
 }
 
-function renderTop(top) {
+// How long ago `ms` (since the UNIX epoch) was, at `now` (the same).
+function ago(ms, now) {
+  const seconds = Math.max(0, Math.round((now - ms) / 1000));
+  return seconds < 60 ? seconds + " s ago" : seconds < 3600 ? Math.round(seconds / 60) + " min ago" : Math.round(seconds / 3600) + " h ago";
+}
+
+function renderTop(top, now) {
   const body = document.querySelector("#top tbody");
   body.replaceChildren();
   document.getElementById("no-top").hidden = top.length > 0;
@@ -133,7 +139,10 @@ function renderTop(top) {
     cell(row, String(heavy.count));
     cell(row, String(heavy.error));
     cell(row, String(heavy.remaining));
-    cell(row, duration(heavy.retry_after_ms)).dataset.sort = heavy.retry_after_ms;
+    // The wait its last denial announced, counted down to now.
+    const left = Math.max(0, heavy.retry_after_ms - (now - heavy.last_unix_ms));
+    cell(row, left > 0 ? duration(left >= 1000 ? Math.ceil(left / 1000) * 1000 : left) : "now").dataset.sort = left;
+    cell(row, ago(heavy.last_unix_ms, now)).dataset.sort = now - heavy.last_unix_ms;
     body.appendChild(row);
   }
 }
@@ -253,7 +262,7 @@ function render(stats) {
   reloadCell.className = reload.result === "ok" ? "" : "bad";
   renderLimits(stats.limits);
   renderGateway(stats.gateway);
-  renderTop(stats.top_limited);
+  renderTop(stats.top_limited, stats.now_unix_ms);
   renderMisses(stats.unknown_domains, stats.unmatched_descriptors);
   TABLES.forEach(arrange);
   text("updated", "updated " + new Date(stats.now_unix_s * 1000).toLocaleTimeString());

@@ -21,8 +21,11 @@ pub(crate) struct Heavy {
     pub error: u64,
     /// What its last denial said: what it had left …
     pub remaining: u32,
-    /// … and how long until it would be admitted (ms).
+    /// … and how long until it would be admitted (ms) …
     pub retry_after_ms: u64,
+    /// … when it was said (ms since the UNIX epoch): the page counts the
+    /// wait down from it.
+    pub last_unix_ms: u64,
 }
 
 /// A space-saving sketch of the `capacity` most limited identities.
@@ -41,15 +44,16 @@ impl TopLimited {
     /// Counts one limited request of `identity`.
     pub(crate) fn record(&mut self, identity: &str, remaining: u32, retry_after: Duration) {
         let retry_after_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
+        let now_ms = now_ms();
         if let Some(heavy) = self.entries.get_mut(identity) {
             heavy.count += 1;
-            (heavy.remaining, heavy.retry_after_ms) = (remaining, retry_after_ms);
+            (heavy.remaining, heavy.retry_after_ms, heavy.last_unix_ms) = (remaining, retry_after_ms, now_ms);
             return;
         }
         let shown = shown(identity);
         if let Some(heavy) = self.entries.get_mut(&shown) {
             heavy.count += 1;
-            (heavy.remaining, heavy.retry_after_ms) = (remaining, retry_after_ms);
+            (heavy.remaining, heavy.retry_after_ms, heavy.last_unix_ms) = (remaining, retry_after_ms, now_ms);
             return;
         }
         let (count, error) = if self.entries.len() < self.capacity {
@@ -64,8 +68,9 @@ impl TopLimited {
             let min = self.entries.remove(&least).map_or(0, |h| h.count);
             (min + 1, min)
         };
-        self.entries
-            .insert(shown.clone(), Heavy { identity: shown, count, error, remaining, retry_after_ms });
+        let heavy =
+            Heavy { identity: shown.clone(), count, error, remaining, retry_after_ms, last_unix_ms: now_ms };
+        self.entries.insert(shown, heavy);
     }
 
     /// The counted identities, most limited first.
@@ -74,6 +79,12 @@ impl TopLimited {
         top.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.identity.cmp(&b.identity)));
         top
     }
+}
+
+/// Milliseconds since the UNIX epoch.
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::SystemTime::UNIX_EPOCH);
+    since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// `identity` cut to [`MAX_SHOWN_BYTES`] at a character boundary.
@@ -117,6 +128,7 @@ mod tests {
         let a = &heavy[0];
         assert!(a.count >= 1000 && a.count - a.error <= 1000, "{a:?}");
         assert_eq!(a.retry_after_ms, 500);
+        assert!(a.last_unix_ms > 1_700_000_000_000, "when it was last limited: {}", a.last_unix_ms);
     }
 
     #[test]
