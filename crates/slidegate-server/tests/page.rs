@@ -120,6 +120,10 @@ async fn the_page_is_correct_with_no_limits() {
     );
     assert!(dom.contains("Nothing limited yet."));
     assert!(dom.contains("<section id=\"misses-section\" hidden=\"\">"), "nothing missed: no section");
+    assert!(dom.contains("<section id=\"admin\" hidden=\"\">"), "no admin API: no admin box");
+    assert!(dom.contains("<p id=\"reload-banner\" class=\"banner\" hidden=\"\">"), "no failed reload");
+    let version = format!("slidegate {}, up 0 min", env!("CARGO_PKG_VERSION"));
+    assert!(dom.contains(&version), "version and uptime");
     service.stop().await;
 }
 

@@ -538,6 +538,14 @@ async fn admin_actions_need_the_right_token_and_reset_and_reload_from_the_page()
            && document.getElementById('config-reload').textContent.includes('fortnight')",
     )
     .await;
+    // And a banner at the top says the rules before it are in force.
+    page.wait_for(
+        "the failed reload's banner",
+        "document.getElementById('reload-banner').checkVisibility()
+           && document.getElementById('reload-banner').textContent.includes('still in force')
+           && document.getElementById('reload-banner').textContent.includes('fortnight')",
+    )
+    .await;
     drop(page);
     service.stop().await;
 }

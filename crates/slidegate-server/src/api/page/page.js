@@ -260,6 +260,17 @@ function render(stats) {
   const reloadCell = document.getElementById("config-reload");
   reloadCell.textContent = reloadText;
   reloadCell.className = reload.result === "ok" ? "" : "bad";
+  // A failed reload keeps the configuration before it in force: say so at the top.
+  const banner = document.getElementById("reload-banner");
+  banner.hidden = reload.result === "ok";
+  banner.textContent = reload.result === "ok" ? "" : "The last reload failed (" +
+    new Date(reload.at_unix_s * 1000).toLocaleTimeString() + "); the configuration before it is still in force: " +
+    reload.errors.join("; ");
+  const uptime = stats.now_unix_s - stats.started_unix_s;
+  text("version", "slidegate " + stats.version + ", up " + (uptime < 3600 ? Math.floor(uptime / 60) + " min" :
+    uptime < 86400 ? Math.floor(uptime / 3600) + " h" : Math.floor(uptime / 86400) + " d"));
+  // The admin actions exist only where the service was given an admin token.
+  document.getElementById("admin").hidden = !stats.admin_api;
   renderLimits(stats.limits);
   renderGateway(stats.gateway);
   renderTop(stats.top_limited, stats.now_unix_ms);
