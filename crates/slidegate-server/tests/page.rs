@@ -30,7 +30,12 @@ fn browse(url: &str, args: &[&str], profile: &Path) -> String {
 /// `service`'s page as chromium leaves it once its scripts have drawn
 /// the stats (asserted).
 async fn dom_of(service: &support::Service) -> String {
-    let url = service.url("/");
+    dom_at(service, "/").await
+}
+
+/// [`dom_of`] the page at `path` (with a fragment, a view of its tables).
+async fn dom_at(service: &support::Service, path: &str) -> String {
+    let url = service.url(path);
     let dom = tokio::task::spawn_blocking(move || {
         let profile = tempfile::tempdir().expect("profile dir");
         browse(&url, &["--dump-dom"], profile.path())
@@ -41,6 +46,21 @@ async fn dom_of(service: &support::Service) -> String {
     dom
 }
 
+/// Rules of domain `api`: `user`, 2 a minute, and `route0` … `route{n-1}`,
+/// `i + 1` an hour each.
+fn rules_with_routes(n: usize) -> String {
+    let mut rules = String::from(
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 2 }\n",
+    );
+    for i in 0..n {
+        rules.push_str(&format!(
+            "  - key: route{i}\n    rate_limit: {{ unit: hour, requests_per_unit: {} }}\n",
+            i + 1
+        ));
+    }
+    rules
+}
+
 fn check(domain: &str, key: &str, value: &str) -> String {
     serde_json::json!({"domain": domain, "descriptors": [{"entries": [{"key": key, "value": value}]}]})
         .to_string()
@@ -48,17 +68,8 @@ fn check(domain: &str, key: &str, value: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_limits_rates_and_hostile_identities_as_text() {
-    let mut rules = String::from(
-        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 2 }\n",
-    );
     // Hundreds of rules.
-    for i in 0..300 {
-        rules.push_str(&format!(
-            "  - key: route{i}\n    rate_limit: {{ unit: hour, requests_per_unit: {} }}\n",
-            i + 1
-        ));
-    }
-    let service = start(&rules).await;
+    let service = start(&rules_with_routes(300)).await;
     let hostile = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">";
     for user in ["alice", hostile] {
         for _ in 0..4 {
@@ -131,25 +142,9 @@ async fn the_page_is_correct_with_no_limits() {
 /// so it survives the refresh and a link shares it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tables_sort_and_filter_as_the_address_says() {
-    let mut rules = String::from(
-        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 2 }\n",
-    );
-    for i in 0..10 {
-        rules.push_str(&format!(
-            "  - key: route{i}\n    rate_limit: {{ unit: hour, requests_per_unit: {} }}\n",
-            i + 1
-        ));
-    }
-    let service = start(&rules).await;
+    let service = start(&rules_with_routes(10)).await;
     // By limit (the fourth column), largest first, routes only.
-    let url = service.url("/#limits.sort=3&limits.desc=1&limits.filter=route");
-    let dom = tokio::task::spawn_blocking(move || {
-        let profile = tempfile::tempdir().expect("profile dir");
-        browse(&url, &["--dump-dom"], profile.path())
-    })
-    .await
-    .expect("chromium");
-    assert!(dom.contains("data-loaded=\"true\""), "{}", &dom[..dom.len().min(2000)]);
+    let dom = dom_at(&service, "/#limits.sort=3&limits.desc=1&limits.filter=route").await;
     let at = |key: &str| dom.find(&format!("data-key=\"{key}\"")).unwrap_or_else(|| panic!("no row {key}"));
     let order: Vec<usize> = (0..10).rev().map(|i| at(&format!("api.route{i}"))).collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "route9 (10/h) first, route0 (1/h) last: {order:?}");
