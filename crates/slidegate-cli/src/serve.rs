@@ -124,6 +124,17 @@ fn check(args: &ServeArgs) -> anyhow::Result<()> {
                     domains.join(", "),
                     config.hash()
                 );
+                if let Some(request) = &args.explain {
+                    let request: Sample = serde_json::from_str(request).context("--explain")?;
+                    let descriptors: Vec<Vec<(String, String)>> = request
+                        .descriptors
+                        .into_iter()
+                        .map(|d| d.entries.into_iter().map(|e| (e.key, e.value)).collect())
+                        .collect();
+                    for line in config.explain(&request.domain, &descriptors) {
+                        println!("{line}");
+                    }
+                }
             }
             Err(errors) => problems.push(errors.to_string()),
         }
@@ -141,6 +152,27 @@ fn check(args: &ServeArgs) -> anyhow::Result<()> {
         }
     }
     if problems.is_empty() { Ok(()) } else { bail!("{}", problems.join("\n")) }
+}
+
+/// `--explain`'s request: `POST /v1/check`'s body, the parts matching reads.
+#[derive(serde::Deserialize)]
+struct Sample {
+    domain: String,
+    #[serde(default)]
+    descriptors: Vec<SampleDescriptor>,
+}
+
+#[derive(serde::Deserialize)]
+struct SampleDescriptor {
+    #[serde(default)]
+    entries: Vec<SampleEntry>,
+}
+
+#[derive(serde::Deserialize)]
+struct SampleEntry {
+    key: String,
+    #[serde(default)]
+    value: String,
 }
 
 async fn bind(listen: Listen, flag: &str) -> anyhow::Result<Option<TcpListener>> {

@@ -225,3 +225,23 @@ fn the_kubernetes_manifests_hold_a_configuration_serve_takes() {
     assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout.contains("ok (1 file(s), domains: edge"), "{stdout}");
 }
+
+#[test]
+fn check_explains_what_a_sample_request_would_meet() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, RULES).expect("write");
+    let rules = rules.to_string_lossy().into_owned();
+    let sample = r#"{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]},{"entries":[{"key":"x","value":"y"}]}]}"#;
+    let stdout = common::success(&["serve", "--check", "--rules", &rules, "--explain", sample], "");
+    assert!(stdout.contains("descriptor 1 (k=v): limit `d.k`: 1 per 60s (log)"), "{stdout}");
+    assert!(stdout.contains("descriptor 2 (x=y): matches no descriptor of the domain: no limit"), "{stdout}");
+    let typo = r#"{"domain":"dd","descriptors":[]}"#;
+    let stdout = common::success(&["serve", "--check", "--rules", &rules, "--explain", typo], "");
+    assert!(stdout.contains("domain `dd` is not defined (defined: d)"), "{stdout}");
+    // Only with --check, and a request that is JSON.
+    let stderr = common::failure(&["serve", "--rules", &rules, "--explain", sample], "");
+    assert!(stderr.contains("--check"), "{stderr}");
+    let stderr = common::failure(&["serve", "--check", "--rules", &rules, "--explain", "{"], "");
+    assert!(stderr.contains("--explain"), "{stderr}");
+}

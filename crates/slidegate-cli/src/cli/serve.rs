@@ -41,6 +41,12 @@ pub struct ServeArgs {
     #[arg(long)]
     pub check: bool,
 
+    /// With `--check`: a request to explain, as `POST /v1/check` takes it
+    /// (`{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`):
+    /// prints, per descriptor, the limits it would meet, or why none.
+    #[arg(long, value_name = "JSON", requires_all = ["check", "rules"])]
+    pub explain: Option<String>,
+
     /// Where counters live: `memory` (the default: one process), or a Redis
     /// URL — `redis://[user:password@]host:port/` (`rediss://` for TLS),
     /// `redis+cluster://host:port,host:port/` (`rediss+cluster://`),

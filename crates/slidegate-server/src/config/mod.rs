@@ -18,6 +18,7 @@
 mod build;
 mod descriptors;
 mod error;
+mod explain;
 mod files;
 mod gateway;
 mod limit;
