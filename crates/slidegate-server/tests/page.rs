@@ -105,6 +105,10 @@ async fn the_page_shows_limits_rates_and_hostile_identities_as_text() {
     assert_eq!(dom.matches("data-key=\"api.route").count(), 300, "every rule has its row");
     assert!(dom.contains("data-key=\"api.user\""));
     assert!(dom.contains("class=\"spark\""), "charts drawn");
+    // With their scale; five idle minutes are one grey line, not a red one.
+    assert!(dom.contains("class=\"spark idle\""), "idle charts marked");
+    assert!(dom.contains("<span class=\"scale muted\">peak "), "a busy chart's peak");
+    assert!(dom.contains("<span class=\"scale muted\">idle</span>"), "an idle chart says so");
 
     // A screenshot a person can open.
     let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/status-page.png");

@@ -30,20 +30,27 @@ function micros(us) {
   return us >= 1000 ? (us / 1000).toFixed(1) + " ms" : Math.round(us) + " µs";
 }
 
-// A small chart of two series (admitted, limited) as SVG polylines.
+// A small chart of two series (admitted, limited) as SVG polylines, and
+// its scale: the peak second it shows. Five idle minutes draw one grey line.
 function sparkline(admitted, limited) {
+  const chart = document.createElement("span");
   const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("class", "spark");
+  const peak = Math.max(0, ...admitted, ...limited);
+  svg.setAttribute("class", peak === 0 ? "spark idle" : "spark");
   svg.setAttribute("viewBox", "0 0 300 28");
   svg.setAttribute("preserveAspectRatio", "none");
-  const top = Math.max(1, ...admitted, ...limited);
+  const top = Math.max(1, peak);
   for (const [series, name] of [[admitted, "admitted"], [limited, "limited"]]) {
     const line = document.createElementNS(SVG, "polyline");
     line.setAttribute("class", name);
     line.setAttribute("points", series.map((v, i) => i + "," + (27 - (v / top) * 26).toFixed(1)).join(" "));
     svg.appendChild(line);
   }
-  return svg;
+  const scale = document.createElement("span");
+  scale.className = "scale muted";
+  scale.textContent = peak === 0 ? "idle" : "peak " + peak + "/s";
+  chart.append(svg, scale);
+  return chart;
 }
 
 function renderLimits(limits) {
