@@ -97,9 +97,7 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "started_unix_s": app.status.started_unix_s(),
         "admin_api": app.admin_token.is_some(),
-        "now_unix_ms": std::time::SystemTime::now()
-            .duration_since(std::time::SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        "now_unix_ms": crate::decide::stats::now_ms(),
         "seconds": crate::decide::stats::SECONDS,
         "config": {
             "hash": config.hash(),

@@ -141,8 +141,8 @@ impl Decider {
         let config: Arc<Config> = self.rules.current();
         let count = request.descriptors.len();
         let Some(domain) = config.domain(&request.domain) else {
-            let known: Vec<&str> = config.domains().map(|d| d.name()).collect();
-            self.stats.misses().unknown_domain(&request.domain, &known);
+            let known = || config.domains().map(|d| d.name()).collect::<Vec<_>>().join(", ");
+            self.stats.misses().unknown_domain(&request.domain, known);
             return Ok(no_limits(count));
         };
         let mut items = self.items(domain, request, true)?;

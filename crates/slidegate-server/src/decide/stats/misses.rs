@@ -10,7 +10,7 @@ use std::sync::{Mutex, PoisonError};
 
 use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
 
-use super::now_s;
+use super::now_ms;
 use super::top::shown;
 
 /// The most names kept per kind; past it the rest count as `_other`.
@@ -66,18 +66,18 @@ static UNMATCHED: LogThrottle = LogThrottle::new();
 
 impl Misses {
     /// A request for `domain`, which no rules file defines; `known` lists
-    /// the domains that are.
-    pub(crate) fn unknown_domain(&self, domain: &str, known: &[&str]) {
+    /// the domains that are (asked only when the warning is written).
+    pub(crate) fn unknown_domain(&self, domain: &str, known: impl FnOnce() -> String) {
         let label = self.domains.lock().unwrap_or_else(PoisonError::into_inner).add(domain);
         metrics::counter!("slidegate_service_unknown_domain_total", "domain" => label).increment(1);
-        if let Some(held_back) = UNKNOWN_DOMAIN.pass(now_s() * 1000, LogThrottle::EVERY_MS) {
+        if let Some(held_back) = UNKNOWN_DOMAIN.pass(now_ms(), LogThrottle::EVERY_MS) {
             tracing::warn!(
                 target: "slidegate",
                 domain,
                 held_back,
                 "a request for domain `{domain}`, which no rules file defines, meets no limit \
                  (the caller's domain must be a rules file's `domain:`; defined: {}){THROTTLED_NOTE}",
-                known.join(", ")
+                known()
             );
         }
     }
@@ -87,7 +87,7 @@ impl Misses {
         let name = format!("{domain}: {}", keys.join(", "));
         let label = self.descriptors.lock().unwrap_or_else(PoisonError::into_inner).add(&name);
         metrics::counter!("slidegate_service_unmatched_total", "descriptor" => label).increment(1);
-        if let Some(held_back) = UNMATCHED.pass(now_s() * 1000, LogThrottle::EVERY_MS) {
+        if let Some(held_back) = UNMATCHED.pass(now_ms(), LogThrottle::EVERY_MS) {
             tracing::warn!(
                 target: "slidegate",
                 descriptor = %name,
@@ -116,13 +116,13 @@ mod tests {
     #[test]
     fn misses_are_counted_by_name_and_bounded() {
         let misses = Misses::default();
-        misses.unknown_domain("nope", &["api"]);
-        misses.unknown_domain("nope", &["api"]);
+        misses.unknown_domain("nope", || "api".into());
+        misses.unknown_domain("nope", || "api".into());
         misses.unmatched("api", &["user", "path"]);
         assert_eq!(misses.domains(), [Missed { name: "nope".into(), count: 2 }]);
         assert_eq!(misses.descriptors(), [Missed { name: "api: user, path".into(), count: 1 }]);
         for i in 0..MAX_MISSED_NAMES + 5 {
-            misses.unknown_domain(&format!("d{i}"), &[]);
+            misses.unknown_domain(&format!("d{i}"), String::new);
         }
         let domains = misses.domains();
         assert_eq!(domains.len(), MAX_MISSED_NAMES + 1, "the bound and `_other`");
@@ -130,7 +130,7 @@ mod tests {
 
         // Names clients choose are cut to a bounded length.
         let huge = Misses::default();
-        huge.unknown_domain(&"x".repeat(4096), &[]);
+        huge.unknown_domain(&"x".repeat(4096), String::new);
         let name = &huge.domains()[0].name;
         assert!(name.len() <= MAX_SHOWN_BYTES && name.ends_with('…'), "{}", name.len());
     }

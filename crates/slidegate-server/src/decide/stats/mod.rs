@@ -45,7 +45,13 @@ impl Default for ServiceStats {
 
 /// Seconds since the UNIX epoch.
 pub(crate) fn now_s() -> u64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    now_ms() / 1000
+}
+
+/// Milliseconds since the UNIX epoch.
+pub(crate) fn now_ms() -> u64 {
+    let since = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
+    since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// One limit's decision in a request, as [`ServiceStats::decided`] counts it.

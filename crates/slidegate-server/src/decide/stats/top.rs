@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use super::now_ms;
+
 /// The longest identity kept, in bytes (longer ones are cut, marked `…`):
 /// the sketch's memory is bounded by k × this, whatever clients send.
 pub(crate) const MAX_SHOWN_BYTES: usize = 256;
@@ -79,12 +81,6 @@ impl TopLimited {
         top.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.identity.cmp(&b.identity)));
         top
     }
-}
-
-/// Milliseconds since the UNIX epoch.
-fn now_ms() -> u64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::SystemTime::UNIX_EPOCH);
-    since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// `identity` cut to [`MAX_SHOWN_BYTES`] at a character boundary.
