@@ -22,7 +22,7 @@ use edges::Edges;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use http::request::Parts;
 use http::{HeaderMap, Request, Response};
-use slidegate::{FailurePolicy, Limiter, Rule};
+use slidegate::{FailurePolicy, Limiter, MemoryStore, Rule};
 use slidegate_redis::RedisStore;
 use slidegate_server::{HeaderFamilies, OnStoreFailure, ServiceStore};
 use slidegate_testkit::{RedisServer, Upstream};
@@ -165,7 +165,12 @@ async fn one_limit_decides_alike_on_every_edge_in_one_redis_counter() {
     assert_eq!(top.len(), 1, "{top:?}");
     assert_eq!(top[0]["identity"], "gateway: route=r, client_ip=127.0.0.1");
     assert_eq!(top[0]["count"], 3, "gateway, RLS and /v1/check");
-    let over_limit = edges.metric("slidegate_service_over_limit_total", &[("domain", "gateway")]).await;
+    let over_limit = edges
+        .metric(
+            "slidegate_service_over_limit_total",
+            &[("domain", "gateway"), ("limit", "gateway.route_r.client_ip")],
+        )
+        .await;
     assert_eq!(over_limit, 3.0);
 
     // A weight above the limit: denied on every edge that weighs, without
@@ -178,6 +183,34 @@ async fn one_limit_decides_alike_on_every_edge_in_one_redis_counter() {
     assert!(!heavy.iter().any(|(name, _)| name == "retry-after"), "{heavy:?}");
     assert_eq!(quota_of_map(&tower_headers), heavy, "tower layer");
     assert_eq!(quota_of_map(&check_headers), heavy, "/v1/check");
+}
+
+/// The limit's per-limit counters (envoy ratelimit's) carry the same
+/// labels whichever edge decided: the descriptor the limit counts as, and
+/// its name. (Route `c`: the metrics are the process's, shared with the
+/// other tests here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_edge_counts_in_the_same_per_limit_counters() {
+    let upstream = Upstream::start();
+    let rules = RULES.replace("value: r\n", "value: c\n").replace("r.per_ip", "c.per_ip");
+    let gateway = gateway_yaml(&upstream).replace("name: r\n", "name: c\n");
+    let edges = Edges::start(ServiceStore::Memory(MemoryStore::new()), &rules, &gateway, |_| {}).await;
+    let rls = || support::rls("gateway", &[&[("route", "c"), ("client_ip", "127.0.0.1")]]);
+    let check = check_body(1).replace(r#""value":"r""#, r#""value":"c""#);
+    assert_eq!(edges.gateway_get("/x").await.0, 200);
+    assert_eq!(edges.rls(rls()).await.expect("RLS").overall_code, support::OK);
+    assert_eq!(edges.check(&check).await.0, 200);
+    assert_eq!(edges.gateway_get("/x").await.0, 429);
+    assert_eq!(edges.rls(rls()).await.expect("RLS").overall_code, support::OVER_LIMIT);
+    assert_eq!(edges.check(&check).await.0, 429);
+    let limit = [("domain", "gateway"), ("limit", "gateway.route_c.client_ip"), ("name", "c.per_ip")];
+    let counter =
+        async |name: &str| edges.metric(&format!("slidegate_rate_limit_{name}_total"), &limit).await;
+    let mut seen = Vec::new();
+    for name in ["total_hits", "within_limit", "near_limit", "over_limit", "shadow_mode"] {
+        seen.push(counter(name).await);
+    }
+    assert_eq!(seen, [6.0, 3.0, 1.0, 3.0, 0.0], "total, within, near (the third of 3), over, shadow");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -421,6 +421,42 @@ routes:
     gateway.stop().await;
 }
 
+/// Each limit counts in its own per-limit counters (envoy ratelimit's),
+/// labelled with the descriptor it counts as and its name — also when a
+/// limit before it was skipped for a missing key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_limit_counts_in_its_own_counters_past_a_skipped_one() {
+    let up = upstream("up");
+    let yaml = r#"
+routes:
+  - name: r
+    upstreams: [http://UP]
+    limits:
+      - { name: by_user, key: "header:x-user", on_missing: skip, requests_per_unit: 5, window: 1m }
+      - { name: by_ip, key: client_ip, requests_per_unit: 2, window: 1m }
+"#;
+    let gateway = gateway(&fill(yaml, &[("UP", up.addr())])).await;
+    let url = gateway.url("/x");
+    let statuses = [get(&url, &[]).await.0, get(&url, &[]).await.0, get(&url, &[]).await.0];
+    assert_eq!(statuses, [200, 200, 429]);
+    assert_eq!(get(&url, &[("x-user", "u")]).await.0, 429, "by_ip is spent");
+    let counters = async |name: &str, labels: &[(&str, &str)]| {
+        metric(&gateway, &format!("slidegate_rate_limit_{name}_total"), labels).await
+    };
+    let by_ip = [("domain", "gateway"), ("limit", "gateway.route_r.client_ip"), ("name", "r.by_ip")];
+    let by_user = [("domain", "gateway"), ("limit", "gateway.route_r.header:x-user"), ("name", "r.by_user")];
+    let mut seen = Vec::new();
+    for name in ["total_hits", "within_limit", "near_limit", "over_limit"] {
+        seen.push((counters(name, &by_ip).await, counters(name, &by_user).await));
+    }
+    assert_eq!(
+        seen,
+        [(4.0, 1.0), (2.0, 1.0), (1.0, 0.0), (2.0, 0.0)],
+        "by_ip: 4 hits, 2 within (the second near), 2 over; by_user: the one request with its key"
+    );
+    gateway.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_limits_apply_to_every_route_all_or_nothing_with_the_routes() {
     let up = upstream("up");

@@ -74,7 +74,7 @@ async fn one_status_per_descriptor_in_order_and_unknowns_are_ok() {
         .iter()
         .map(|s| s.current_limit.as_ref().map(|l| l.name.clone()).unwrap_or_default())
         .collect();
-    assert_eq!(names, ["per_user", "", "per_tenant", ""]);
+    assert_eq!(names, ["per_user", "", "per_tenant", "edge.remote_address"], "unnamed: its descriptor");
     assert!(answer.statuses[1].current_limit.is_none(), "an unmatched descriptor has no limit");
     assert_eq!(answer.statuses[2].current_limit.as_ref().unwrap().unit, 0, "90s is no unit: UNKNOWN");
     assert_eq!(answer.statuses[2].limit_remaining, 99);

@@ -93,6 +93,7 @@ async fn check_admits_exactly_the_limit_then_429_with_quota_headers() {
             d["limit"],
             json!({
                 "name": "per_user",
+                "descriptor": "api.user",
                 "requests_per_unit": 3,
                 "window_ms": 60_000,
                 "unit": "minute",
@@ -393,7 +394,7 @@ async fn envoy_json_answers_in_protobuf_json() {
         post_json(&url, &overriding(json!({"requestsPerUnit": 2, "unit": "HOUR"}))).await;
     assert_eq!(status, 200, "{answer}");
     let s = &answer["statuses"][0];
-    assert_eq!(s["currentLimit"], json!({"requestsPerUnit": 2, "unit": "HOUR"}));
+    assert_eq!(s["currentLimit"], json!({"name": "api.any_thing", "requestsPerUnit": 2, "unit": "HOUR"}));
     assert_eq!(s["limitRemaining"], 1);
     assert_eq!(s["durationUntilReset"], "3600s");
     let (status, _, answer) =
@@ -757,6 +758,51 @@ async fn health_readiness_and_metrics() {
             .is_some_and(|n| n >= 1.0),
         "no over_limit_total in:\n{text}"
     );
+    service.stop().await;
+}
+
+/// A limit is named as configured, an unnamed one by its descriptor path
+/// (its stats key): in the quota headers, the answers, RLS's
+/// `current_limit.name` and the metrics — with envoy ratelimit's
+/// per-limit counters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_are_named_by_the_config_everywhere() {
+    // Its own domain: the metrics are the process's, shared with the other tests.
+    let service = with_headers(&RULES.replace("domain: api", "domain: names")).await;
+    let check_body =
+        |entries: &[(&str, &str)]| check_body(entries).replace(r#""domain":"api""#, r#""domain":"names""#);
+    let body = check_body(&[("tenant", "t1")]);
+    for _ in 0..9 {
+        assert_eq!(post_json(&service.url("/v1/check"), &body).await.0, 200);
+    }
+    let (status, headers, answer) = post_json(&service.url("/v1/check"), &body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&headers, "ratelimit-policy"), Some("\"names.tenant\";q=10;w=3600"));
+    assert_eq!(answer["descriptors"][0]["limit"]["name"], Value::Null, "none configured: {answer}");
+    assert_eq!(answer["descriptors"][0]["limit"]["descriptor"], "names.tenant", "{answer}");
+    let (status, headers, answer) = post_json(&service.url("/v1/check"), &check_body(&[("user", "u")])).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&headers, "ratelimit-policy"), Some("\"per_user\";q=3;w=60"));
+    assert_eq!(answer["descriptors"][0]["limit"]["descriptor"], "names.user", "{answer}");
+    let (_, _, answer) = post_json(&service.url("/json"), &check_body(&[("tenant", "t2")])).await;
+    assert_eq!(answer["statuses"][0]["currentLimit"]["name"], "names.tenant", "{answer}");
+
+    let (_, _, text) = http("GET", &service.url("/metrics"), Vec::new(), &[]).await;
+    let decisions = [("rule", "names.tenant"), ("outcome", "allowed")];
+    assert_eq!(metric(&text, "slidegate_decisions_total", &decisions), Some(11.0), "{text}");
+    let tenant = [("domain", "names"), ("limit", "names.tenant"), ("name", "names.tenant")];
+    let user = [("domain", "names"), ("limit", "names.user"), ("name", "per_user")];
+    let counter = |name: &str, labels: &[(&str, &str)]| {
+        metric(&text, &format!("slidegate_rate_limit_{name}_total"), labels)
+    };
+    // Limit 10: t1's 8th, 9th and 10th hits are near it (80 % or more).
+    assert_eq!(
+        ["total_hits", "within_limit", "near_limit", "over_limit", "shadow_mode"]
+            .map(|n| counter(n, &tenant)),
+        [Some(11.0), Some(11.0), Some(3.0), Some(0.0), Some(0.0)],
+        "{text}"
+    );
+    assert_eq!(counter("total_hits", &user), Some(1.0), "{text}");
     service.stop().await;
 }
 

@@ -65,7 +65,7 @@ async fn shadow_admits_everything_on_every_edge_and_counts_the_denials() {
     }
     assert_eq!(statuses, [200; 6], "the gateway denies no one in shadow mode");
     assert_eq!(upstream.requests(), 6);
-    let shadow = [("domain", "gateway"), ("limit", "s.route")];
+    let shadow = [("domain", "gateway"), ("limit", "gateway.route_s.route")];
     assert_eq!(edges.metric("slidegate_shadow_over_limit_total", &shadow).await, 3.0);
 
     for i in 0..6 {
@@ -82,7 +82,7 @@ async fn shadow_admits_everything_on_every_edge_and_counts_the_denials() {
         edges.metric("slidegate_decisions_total", &[("rule", rule), ("outcome", "shadow")]).await
     };
     assert_eq!(
-        (decisions("s.route").await, decisions("service").await),
+        (decisions("s.route").await, decisions("edge.route").await),
         (3.0, 5.0),
         "counted by the limiter"
     );

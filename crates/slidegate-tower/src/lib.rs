@@ -62,7 +62,7 @@ pub use key::MatchedPath;
 pub use key::{ClientIp, FromExtension, Global, Header, KeyExtractor, Path, PeerIp, peer_addr};
 pub use layer::RateLimitLayer;
 pub use response::LimitedBody;
-pub use service::{LimitedKeys, RateLimit};
+pub use service::{AppliedRules, LimitedKeys, RateLimit};
 
 /// The README's Rust examples, compiled as doctests so they cannot rot
 /// (here, where the core, Redis store and layer are all at hand).

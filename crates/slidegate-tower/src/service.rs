@@ -93,6 +93,7 @@ where
                 return ResponseFuture::ready(Ok(unidentified(config.grpc, &dimension.unidentified)));
             }
         };
+        let applied = applied_rules(&config, &keys);
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
         // All a limited answer needs of the request head: its format.
         let json = wants_json(&parts.headers);
@@ -103,7 +104,7 @@ where
         if !keys.is_empty() && cost > 0 {
             let dimensions = dimensions_of(&config, &keys);
             if let Some(result) = config.limiter.check_all_now(&dimensions, cost) {
-                match verdict(&config, &dimensions, result, json) {
+                match verdict(&config, &dimensions, result, (json, applied)) {
                     Verdict::Answer(response) => return ResponseFuture::ready(Ok(response)),
                     Verdict::Call(multi) => known = Some(multi),
                 }
@@ -132,7 +133,7 @@ where
                 Some(multi) => multi,
                 None => {
                     let result = config.limiter.check_all_n(&dimensions, cost).await;
-                    match verdict(&config, &dimensions, result, json) {
+                    match verdict(&config, &dimensions, result, (json, applied)) {
                         Verdict::Answer(response) => return Ok(response),
                         Verdict::Call(multi) => multi,
                     }
@@ -144,10 +145,33 @@ where
             if shadow_denial(&multi) {
                 response.extensions_mut().insert(limited_keys(&dimensions));
             }
-            response.extensions_mut().insert(multi);
+            decided(&mut response, multi, applied);
             Ok(response)
         })
     }
+}
+
+/// Which of the layer's rules applied to a request: bit `i` for the
+/// `i`-th rule added. In the extensions of a decided request's response
+/// (beside its [`MultiDecision`]) when some rule's key was missing and
+/// skipped ([`MissingKey::Skip`]); without it, every rule applied, and the
+/// decisions are in the order the rules were added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppliedRules(pub u64);
+
+/// The [`AppliedRules`] of a request, when not every rule applied.
+fn applied_rules<S>(config: &Config<S>, keys: &[(usize, Cow<'_, str>)]) -> Option<AppliedRules> {
+    let bit = |i: usize| u32::try_from(i).ok().and_then(|i| 1u64.checked_shl(i)).unwrap_or(0);
+    (keys.len() < config.dimensions.len())
+        .then(|| AppliedRules(keys.iter().fold(0, |mask, (i, _)| mask | bit(*i))))
+}
+
+/// Puts a decided request's decisions in its response.
+fn decided<B>(response: &mut Response<B>, multi: MultiDecision, applied: Option<AppliedRules>) {
+    if let Some(applied) = applied {
+        response.extensions_mut().insert(applied);
+    }
+    response.extensions_mut().insert(multi);
 }
 
 /// Who a limited request was: the rule and key of each limit that applied
@@ -197,7 +221,7 @@ fn verdict<S, B: LimitedBody>(
     config: &Config<S>,
     dimensions: &[(&Rule, &str)],
     result: Result<MultiDecision, slidegate::Error>,
-    json: bool,
+    (json, applied): (bool, Option<AppliedRules>),
 ) -> Verdict<B> {
     let multi = match result {
         Ok(multi) => multi,
@@ -233,12 +257,12 @@ fn verdict<S, B: LimitedBody>(
         let limit = dimensions.iter().map(|(rule, _)| rule.limit()).min().unwrap_or(0);
         let mut response = cost_above_limit(limit, config.message.text(), json, config.grpc);
         Quota { config, dimensions, multi: &multi }.add_headers(response.headers_mut(), Headers::Own);
-        response.extensions_mut().insert(multi);
+        decided(&mut response, multi, applied);
         return Verdict::Answer(response);
     }
     let mut response = denied(&Quota { config, dimensions, multi: &multi }, json);
     response.extensions_mut().insert(limited_keys(dimensions));
-    response.extensions_mut().insert(multi);
+    decided(&mut response, multi, applied);
     Verdict::Answer(response)
 }
 

@@ -121,6 +121,8 @@ struct DescriptorView<'a> {
 #[derive(Debug, Serialize)]
 struct LimitRef<'a> {
     name: Option<&'a str>,
+    /// The stats key: the descriptor path the limit is configured at.
+    descriptor: &'a str,
     requests_per_unit: u32,
     window_ms: u64,
     unit: Option<&'static str>,
@@ -158,6 +160,7 @@ fn state_name(state: slidegate::State) -> &'static str {
 fn limit_ref(limit: &Limit) -> LimitRef<'_> {
     LimitRef {
         name: limit.name.as_deref(),
+        descriptor: &limit.stat_key,
         requests_per_unit: limit.requests_per_unit(),
         window_ms: ms(limit.window()),
         unit: limit.unit.map(crate::config::Unit::name),

@@ -7,7 +7,7 @@ use serde::Serialize;
 use slidegate::Rule;
 
 use super::unit::Unit;
-use crate::decide::stats::Rates;
+use crate::decide::stats::{LimitCounters, Rates};
 
 /// How a limit decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +47,8 @@ pub struct Limit {
     pub source: String,
     /// Its decisions per second over five minutes (the status page's).
     pub(crate) rates: RatesCell,
+    /// Its per-limit counters (`slidegate_rate_limit_*`).
+    pub(crate) counters: LimitCounters,
 }
 
 /// A limit's [`Rates`], held in the limit itself, and taken over by a
@@ -126,6 +128,13 @@ impl Limit {
             == (&other.name, &other.enforcement, other.shadow, other.index, &other.stat_key)
     }
 
+    /// Its name in quota headers and metrics: its rule's (the `name`
+    /// configured, or else its stats key), or for a limit deciding without
+    /// a rule its `name` or stats key.
+    pub fn label(&self) -> &str {
+        self.rule().and_then(Rule::name).or(self.name.as_deref()).unwrap_or(&self.stat_key)
+    }
+
     /// Whether it is `unlimited`.
     pub fn is_unlimited(&self) -> bool {
         self.enforcement == Enforcement::Unlimited
@@ -149,6 +158,7 @@ impl Limit {
     pub(crate) fn view(&self) -> LimitView<'_> {
         LimitView {
             name: self.name.as_deref(),
+            descriptor: &self.stat_key,
             requests_per_unit: self.requests_per_unit(),
             window_ms: u64::try_from(self.window().as_millis()).unwrap_or(u64::MAX),
             unit: self.unit.map(Unit::name),
@@ -174,6 +184,8 @@ impl Limit {
 #[derive(Debug, Serialize)]
 pub(crate) struct LimitView<'a> {
     name: Option<&'a str>,
+    /// The stats key: the descriptor path the limit is configured at.
+    descriptor: &'a str,
     requests_per_unit: u32,
     window_ms: u64,
     unit: Option<&'static str>,

@@ -218,6 +218,7 @@ pub(super) fn override_limit(
         stat_key,
         source: "the request's descriptor".into(),
         rates: Default::default(),
+        counters: Default::default(),
     })
 }
 

@@ -169,6 +169,9 @@ impl Decider {
                 part: item.descriptor,
                 stat_key: item.stat_key.as_deref().unwrap_or(&item.limit.stat_key),
                 names_values: item.stat_key.is_some(),
+                name: item.limit.label(),
+                counters: Some(&item.limit.counters),
+                hits: item.cost,
                 decision: item.outcome?,
             })
         });

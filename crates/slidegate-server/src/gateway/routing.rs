@@ -17,7 +17,8 @@ use hyper::body::Incoming;
 use slidegate::{Error, Limiter, MultiDecision};
 use slidegate_tower::headers::Families;
 use slidegate_tower::{
-    ClientIp, Global, Header, KeyExtractor, LimitedKeys, Path, PeerIp, RateLimit, RateLimitLayer,
+    AppliedRules, ClientIp, Global, Header, KeyExtractor, LimitedKeys, Path, PeerIp, RateLimit,
+    RateLimitLayer,
 };
 use tower::ServiceExt as _;
 use tower_layer::Layer as _;
@@ -31,7 +32,9 @@ use super::head::request_host;
 use super::path::{Refused, normalize};
 use super::proxy::{Clients, Deciding, Proxy, Target};
 use crate::ServiceStore;
-use crate::config::{ConfigError, ConfigErrors, DEFAULT_MESSAGE, GatewayConfig, KeySpec, Route, match_order};
+use crate::config::{
+    ConfigError, ConfigErrors, DEFAULT_MESSAGE, GatewayConfig, KeySpec, Route, RouteLimit, match_order,
+};
 use crate::decide::item::Identity;
 use crate::decide::stats::{Counted, Rates, ServiceStats, now_s};
 use crate::runtime::telemetry::{self, Outcome, RouteMetrics};
@@ -222,16 +225,29 @@ fn host_only(host: &str) -> Cow<'_, str> {
 /// descriptor its counter counts (`route=<route>, <key>=<value>`, as RLS
 /// shows the same limit's). A limited request's decision time is counted
 /// here; an admitted one's by the proxy, before it forwards the request.
-fn count_decision(stats: &ServiceStats, response: &Response<GatewayBody>, deciding: Instant) {
+fn count_decision(
+    stats: &ServiceStats,
+    route_limits: &[RouteLimit],
+    response: &Response<GatewayBody>,
+    deciding: Instant,
+) {
     let Some(multi) = response.extensions().get::<MultiDecision>() else { return };
-    // In the order of the decisions, on every denial (the layer's).
-    let keys = response.extensions().get::<LimitedKeys>().map_or(&[][..], |k| k.0.as_slice());
-    let limits = multi.decisions.iter().enumerate().map(|(part, decision)| Counted {
+    // The limits that decided, in the order of the decisions: the route's
+    // (the layer's rules are its limits, in order), but for those whose
+    // key was missing and skipped.
+    let applied = response.extensions().get::<AppliedRules>().map_or(u64::MAX, |a| a.0);
+    let decided = route_limits.iter().enumerate().filter(|(i, _)| i < &64 && applied & (1 << i) != 0);
+    let limits = decided.zip(&multi.decisions).enumerate().map(|(part, ((_, limit), decision))| Counted {
         part,
-        stat_key: keys.get(part).map_or("", |(rule, _)| rule.as_str()),
+        stat_key: &limit.limit.stat_key,
         names_values: false,
+        name: limit.limit.label(),
+        counters: Some(&limit.limit.counters),
+        hits: 1,
         decision: *decision,
     });
+    // In the order of the decisions, on every denial (the layer's).
+    let keys = response.extensions().get::<LimitedKeys>().map_or(&[][..], |k| k.0.as_slice());
     if multi.allowed {
         stats.decided(DOMAIN, &[], limits);
         return;
@@ -316,7 +332,7 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
                 request.extensions_mut().insert(Deciding(deciding));
             }
             let Ok(response) = route.service.clone().oneshot(request).await;
-            count_decision(gateway.stats(), &response, deciding);
+            count_decision(gateway.stats(), &table.config.routes[index].limits, &response, deciding);
             let outcome = match response.extensions().get::<MultiDecision>() {
                 Some(multi) if !multi.allowed => Outcome::Limited,
                 Some(_) => Outcome::Admitted,

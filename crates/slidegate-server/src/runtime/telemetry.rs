@@ -98,6 +98,11 @@ pub(crate) fn recorder_installed() {
     });
 }
 
+/// Whether the server's recorder is installed: handles taken now record.
+pub(crate) fn recorder_is_installed() -> bool {
+    REQUEST_METRICS.get().is_some()
+}
+
 /// Records one request's outcome and latency.
 pub(crate) fn observe(api: Api, outcome: &Result<CheckAnswer, CheckError>, started: Instant) {
     let code = match outcome {

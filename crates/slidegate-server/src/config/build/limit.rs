@@ -61,6 +61,7 @@ impl Builder<'_> {
             stat_key: stat_key.to_owned(),
             source: source.clone(),
             rates: Default::default(),
+            counters: Default::default(),
         };
 
         if yaml.unlimited.is_some_and(|u| u.value) {
@@ -210,7 +211,7 @@ impl Builder<'_> {
         }
         let rule = Rule::new(requests, window)
             .and_then(|rule| rule.with_algorithm(algorithm))
-            .and_then(|rule| rule.named(&rule_name(name.as_deref())))
+            .and_then(|rule| rule.named(&rule_name(name.as_deref(), stat_key, index)))
             .map(|rule| rule.in_shadow(shadow));
         let rule = match (rule, penalty) {
             (Ok(rule), Some(penalty)) => rule.with_penalty(penalty),
@@ -298,21 +299,44 @@ impl Builder<'_> {
     }
 }
 
-/// The name of a configured limit's rule: the limit's `name`, spelled in
-/// the characters a rule name takes, or `service` for an unnamed one. It
-/// names the limit in quota headers and metrics. A name keys a rule's
-/// state apart from its numbers, so a limit whose `requests_per_unit`
-/// changes keeps what it has counted (a lowered limit applies at once);
-/// what tells limits apart — the domain, the descriptor's entries, the
-/// limit's position, name and window — is in each counter's identity
-/// ([`Limit::write_identity_part`](crate::config::Limit)), and unnamed
-/// limits alike share one rule.
-fn rule_name(name: Option<&str>) -> String {
-    let spelled: String = name
-        .unwrap_or_default()
+/// The name of a configured limit's rule: the limit's `name`, else its
+/// descriptor's stats key (`domain.key_value.key`; `.2` after it for the
+/// third of `rate_limits`), spelled in the characters a rule name takes
+/// and cut to its last [`MAX_NAME_LEN`](slidegate::limits::MAX_NAME_LEN)
+/// characters. It names the limit in quota headers and the library's
+/// metrics. A name keys a rule's state apart from its numbers, so a limit
+/// whose `requests_per_unit` changes keeps what it has counted (a lowered
+/// limit applies at once); what tells limits apart — the domain, the
+/// descriptor's entries, the limit's position, name and window — is in
+/// each counter's identity ([`Limit::write_identity_part`](crate::config::Limit)).
+fn rule_name(name: Option<&str>, stat_key: &str, index: usize) -> String {
+    let full = match name {
+        Some(name) => name.to_owned(),
+        None if index == 0 => stat_key.to_owned(),
+        None => format!("{stat_key}.{index}"),
+    };
+    let spelled: Vec<char> = full
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
-        .take(slidegate::limits::MAX_NAME_LEN)
         .collect();
-    if spelled.is_empty() { "service".to_owned() } else { spelled }
+    let tail = &spelled[spelled.len().saturating_sub(slidegate::limits::MAX_NAME_LEN)..];
+    if tail.is_empty() { "limit".to_owned() } else { tail.iter().collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rule_name;
+
+    #[test]
+    fn a_rule_is_named_by_its_limit_or_else_its_descriptor() {
+        assert_eq!(rule_name(Some("per_user"), "edge.user", 0), "per_user");
+        assert_eq!(rule_name(None, "edge.user", 0), "edge.user");
+        assert_eq!(rule_name(None, "edge.user", 2), "edge.user.2");
+        assert_eq!(rule_name(None, "edge.path_/login.user", 0), "edge.path__login.user");
+        assert_eq!(rule_name(Some("ü"), "edge.user", 0), "_");
+        let long = format!("edge.{}.user", "a".repeat(100));
+        let named = rule_name(None, &long, 0);
+        assert_eq!(named.len(), slidegate::limits::MAX_NAME_LEN);
+        assert!(named.ends_with("a.user"), "{named}");
+    }
 }

@@ -92,7 +92,14 @@ pub(super) fn limits(
             }
             (None, None) => None,
         };
-        let stat_key = format!("{scope}.{name}", name = name.as_deref().unwrap_or(""));
+        // The stats key of the descriptor it counts as (see
+        // `gateway::counter`): `gateway.route_<route>.<key>`, or
+        // `gateway.<key>` for a gateway-wide limit.
+        let key_name = key.as_ref().map(KeySpec::name).unwrap_or_default();
+        let stat_key = match scope {
+            "gateway" => format!("gateway.{key_name}"),
+            route => format!("gateway.route_{route}.{key_name}"),
+        };
         // Position 0: a gateway limit's key and name tell it apart (two of
         // one scope with the same name are refused below), and the same
         // limit in a rules file is a descriptor's only `rate_limit`.

@@ -4,17 +4,20 @@
 //! and descriptors the configuration did not know. Every part
 //! has a fixed size whatever the traffic.
 
+mod counters;
 mod latency;
 mod misses;
 mod rates;
 mod top;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use slidegate::{Decision, State};
 
+pub(crate) use counters::{Labels, LimitCounters};
 pub(crate) use latency::Latency;
 pub(crate) use misses::Misses;
 pub(crate) use rates::{Rates, SECONDS};
@@ -66,6 +69,12 @@ pub(crate) struct Counted<'a> {
     /// [`MAX_VALUE_KEYS`](crate::runtime::telemetry::MAX_VALUE_KEYS) such
     /// keys it is counted as `_other`.
     pub(crate) names_values: bool,
+    /// The limit's name (its rule's).
+    pub(crate) name: &'a str,
+    /// The limit's own counters (`None`: counted by lookup).
+    pub(crate) counters: Option<&'a LimitCounters>,
+    /// The request's weight.
+    pub(crate) hits: u64,
     pub(crate) decision: Decision,
 }
 
@@ -77,6 +86,7 @@ impl ServiceStats {
     /// decision of every limit that met it.
     ///
     /// A failure policy's answer counts the request as degraded (once);
+    /// each decision counts in its limit's counters (see [`counters`]);
     /// each denial counts by its limit, in
     /// `slidegate_service_over_limit_total{domain,limit}` or, a shadow
     /// limit's, `slidegate_shadow_over_limit_total{domain,limit}`; each
@@ -92,6 +102,15 @@ impl ServiceStats {
             self.degraded.fetch_add(1, Ordering::Relaxed);
         }
         for counted in limits.clone() {
+            let key = match counted.names_values {
+                true => Cow::Owned(crate::runtime::telemetry::bounded_value_key(counted.stat_key.to_owned())),
+                false => Cow::Borrowed(counted.stat_key),
+            };
+            let labels = Labels { domain, limit: &key, name: counted.name };
+            match counted.counters.filter(|_| !counted.names_values) {
+                Some(counters) => counters.record(labels, counted.hits, &counted.decision),
+                None => LimitCounters::record_uncached(labels, counted.hits, &counted.decision),
+            }
             let name = if counted.decision.is_shadow_denial() {
                 "slidegate_shadow_over_limit_total"
             } else if !counted.decision.allowed {
@@ -99,12 +118,7 @@ impl ServiceStats {
             } else {
                 continue;
             };
-            let label = if counted.names_values {
-                crate::runtime::telemetry::bounded_value_key(counted.stat_key.to_owned())
-            } else {
-                counted.stat_key.to_owned()
-            };
-            metrics::counter!(name, "domain" => domain.to_owned(), "limit" => label).increment(1);
+            metrics::counter!(name, "domain" => domain.to_owned(), "limit" => key.into_owned()).increment(1);
         }
         for (part, entries) in who.iter().enumerate() {
             let binding = limits
@@ -167,7 +181,15 @@ mod tests {
     }
 
     fn counted(part: usize, decision: Decision) -> Counted<'static> {
-        Counted { part, stat_key: "edge.user", names_values: false, decision }
+        Counted {
+            part,
+            stat_key: "edge.user",
+            names_values: false,
+            name: "u",
+            counters: None,
+            hits: 1,
+            decision,
+        }
     }
 
     #[test]

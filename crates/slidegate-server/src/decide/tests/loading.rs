@@ -121,16 +121,18 @@ async fn rules_can_be_replaced_in_flight() {
     );
 }
 
-/// Limits alike (the same limit, window, algorithm and penalty) share one
-/// rule and the strings derived from it; counters stay apart all the
-/// same, each keyed by its own descriptor.
+/// Limits alike (the same name, limit, window, algorithm and penalty)
+/// share one rule and the strings derived from it; counters stay apart
+/// all the same, each keyed by its own descriptor. An unnamed limit's rule
+/// is named by its descriptor, so it is its own.
 #[tokio::test]
 async fn limits_alike_share_one_rule_and_keep_their_own_counters() {
     let config = load(
         "domain: d\ndescriptors:\n\
-         - {key: a, rate_limit: {unit: minute, requests_per_unit: 1}}\n\
-         - {key: b, rate_limit: {unit: minute, requests_per_unit: 1}}\n\
-         - {key: c, rate_limit: {unit: minute, requests_per_unit: 2}}\n",
+         - {key: a, rate_limit: {name: n, unit: minute, requests_per_unit: 1}}\n\
+         - {key: b, rate_limit: {name: n, unit: minute, requests_per_unit: 1}}\n\
+         - {key: c, rate_limit: {name: n, unit: minute, requests_per_unit: 2}}\n\
+         - {key: e, rate_limit: {unit: minute, requests_per_unit: 1}}\n",
     );
     let rules: Vec<(slidegate::Rule, *const u8)> = config
         .limits()
@@ -140,9 +142,10 @@ async fn limits_alike_share_one_rule_and_keep_their_own_counters() {
             (rule.clone(), rule.state_name().as_ptr())
         })
         .collect();
-    assert_eq!(rules.len(), 3);
+    assert_eq!(rules.len(), 4);
     assert_eq!(rules[0], rules[1], "a and b share one rule");
     assert_ne!(rules[0].0, rules[2].0, "c's limit is another rule");
+    assert_eq!(rules[3].0.name(), Some("d.e"), "e's is named by its descriptor");
     let h = harness_of(config);
     assert_eq!(h.one("d", &[("a", "x")]).await.code, Code::Ok);
     assert_eq!(h.one("d", &[("b", "x")]).await.code, Code::Ok, "b counts apart from a");
