@@ -651,6 +651,63 @@ descriptors:
     assert_eq!(shown.lines().count(), 6, "{shown}");
 }
 
+/// A descriptor the parser cannot read (an unknown field, a list for a
+/// number, a word for a boolean) is reported and set aside; the rest of
+/// the file is still read and checked, so every problem is listed, in
+/// file order, in slidegate's words.
+#[test]
+fn shape_errors_in_several_descriptors_are_all_listed() {
+    let all = errors(
+        "\
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: minutes, requests_per_unit: 5}
+  - key: b
+    rate_limt: {unit: minute, requests_per_unit: 5}
+  - key: c
+    rate_limit: {unit: minute, requests_per_unit: [5]}
+  - key: e
+    descriptors:
+      - key: nested
+        shadow_mode: maybe
+      - key: fine
+        rate_limit: {unit: hour, requests_per_unit: -1}
+  - key: f
+    rate_limits:
+      - {unit: minute, requests_per_unit: 1}
+      - {unit: minute, requests_per_unit: 2, colour: red}
+  - key: g
+    rate_limit: {unit: fortnight, requests_per_unit: 1}
+",
+    );
+    let found: Vec<(u32, &str)> = all.iter().map(|e| (e.line, e.message.as_str())).collect();
+    let expected = [
+        (4, "unknown unit `minutes`"),
+        (6, "unknown field `rate_limt`"),
+        (8, "expected one value here (a number or a word), not a list or a map"),
+        (12, "expected `true` or `false`"),
+        (14, "`requests_per_unit` must be 0 or more, got -1"),
+        (18, "unknown field `colour`"),
+        (20, "unknown unit `fortnight`"),
+    ];
+    assert_eq!(found.len(), expected.len(), "{all:#?}");
+    for ((line, message), (want_line, needle)) in found.iter().zip(expected) {
+        assert_eq!(*line, want_line, "{message}");
+        assert!(message.contains(needle), "line {line}: {message:?} lacks {needle:?}");
+    }
+}
+
+/// An error outside any descriptor stops the file there (nothing to set
+/// aside), and is still reported at its position.
+#[test]
+fn a_shape_error_outside_the_descriptors_is_reported_alone() {
+    let all = errors("domain: d\ndomian: e\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight}\n");
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert_eq!(all[0].line, 2);
+    assert!(all[0].message.contains("unknown field `domian`"), "{}", all[0]);
+}
+
 #[test]
 fn errors_of_several_files_are_all_listed() {
     let all = errors_of(&[

@@ -440,6 +440,40 @@ fn unknown_route_key() {
     assert_at(&e, 4, 5, &["ban_status"]);
 }
 
+/// A route or limit the parser cannot read is reported and set aside; the
+/// rest of the file is still read and checked, every problem in file order.
+#[test]
+fn shape_errors_in_several_routes_are_all_listed() {
+    let all = errors(
+        "\
+routes:
+  - name: a
+    upstream: [http://h]
+  - name: b
+    upstreams: [http://h]
+    limits:
+      - { key: client_ip, requests_per_unit: [1], window: 1m }
+      - { key: path, requests_per_unit: 1, window: 1m, colour: red }
+  - name: c
+    upstreams: [http://h]
+    limits:
+      - { key: client_ip, requests_per_unit: 1, unit: fortnight }
+",
+    );
+    let found: Vec<(u32, &str)> = all.iter().map(|e| (e.line, e.message.as_str())).collect();
+    assert_eq!(found.len(), 4, "{all:#?}");
+    let expected = [
+        (3, "unknown field `upstream`"),
+        (7, "not a list or a map"),
+        (8, "unknown field `colour`"),
+        (12, "unknown unit `fortnight`"),
+    ];
+    for ((line, message), (want_line, needle)) in found.iter().zip(expected) {
+        assert_eq!(*line, want_line, "{message}");
+        assert!(message.contains(needle), "line {line}: {message:?} lacks {needle:?}");
+    }
+}
+
 #[test]
 fn a_route_that_can_never_match_is_a_warning() {
     let route = |name: &str, extra: &str| format!("  - name: {name}\n    upstreams: [http://h]\n{extra}");

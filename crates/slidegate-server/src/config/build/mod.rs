@@ -13,6 +13,7 @@ use super::error::ConfigError;
 use super::yaml::{DescriptorYaml, FileYaml, LimitFile, LimitYaml, line_column, position};
 
 mod limit;
+pub(super) mod tolerant;
 
 /// The deepest nesting of descriptors a file may have (envoy's requests
 /// rarely go past 3 or 4 entries).
@@ -31,8 +32,22 @@ struct Replaces {
     position: (u32, u32),
 }
 
-/// Builds the domain of one file's `text`, adding every problem to `errors`.
+/// Builds the domain of one file's `text`, adding every problem to
+/// `errors`, in file order.
 pub(super) fn domain(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<Built> {
+    let first = errors.len();
+    let built = domain_of(file, text, errors);
+    in_file_order(&mut errors[first..]);
+    built
+}
+
+/// Puts one file's problems in the order of their positions (a problem of
+/// the whole file first).
+pub(super) fn in_file_order(errors: &mut [ConfigError]) {
+    errors.sort_by_key(|e| (e.line, e.column));
+}
+
+fn domain_of(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<Built> {
     if text.lines().all(|line| line.trim().is_empty() || line.trim_start().starts_with('#')) {
         errors.push(ConfigError::whole(
             file,
@@ -40,18 +55,15 @@ pub(super) fn domain(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> 
         ));
         return None;
     }
-    let mut options = serde_saphyr::Options::default();
-    let mut budget = options.budget.unwrap_or_default();
-    // Each level of descriptors is two levels of YAML (a list, a map).
-    budget.max_depth = 2 * MAX_DEPTH + 8;
-    options.budget = Some(budget);
-    let yaml: FileYaml = match serde_saphyr::from_str_with_options(text, options) {
-        Ok(yaml) => yaml,
-        Err(error) => {
-            errors.push(yaml_error(file, &error));
-            return None;
-        }
+    let options = || {
+        let mut options = serde_saphyr::Options::default();
+        let mut budget = options.budget.unwrap_or_default();
+        // Each level of descriptors is two levels of YAML (a list, a map).
+        budget.max_depth = 2 * MAX_DEPTH + 8;
+        options.budget = Some(budget);
+        options
     };
+    let (yaml, _): (FileYaml, _) = tolerant::parse(file, text, options, &["descriptors"], errors)?;
     let mut builder = Builder::new(file, errors);
     let Some(domain) = yaml.domain else {
         builder.error((1, 1), "the file names no `domain` (one domain per file, as in envoy ratelimit)");
@@ -95,6 +107,12 @@ pub(super) fn yaml_error(file: &Path, error: &serde_saphyr::Error) -> ConfigErro
 /// The parser's message, where it speaks of its own options, in the
 /// terms of the file.
 fn in_our_words(message: String) -> String {
+    if message.contains("did not match any variant of untagged enum") {
+        return "expected one value here (a number or a word), not a list or a map".to_owned();
+    }
+    if message == "invalid boolean" {
+        return "expected `true` or `false`".to_owned();
+    }
     let Some(rest) = message.strip_prefix("duplicate mapping key") else { return message };
     let key = rest.split_once(", set DuplicateKeyPolicy").map_or(rest, |(key, _)| key);
     match key.strip_prefix(": ") {

@@ -13,24 +13,35 @@ use super::order::unreachable;
 use super::settings::settings;
 use super::yaml::{GatewayYaml, RouteYaml};
 use super::{GatewayConfig, HostMatch, MAX_PART_LEN, MAX_ROUTES, MAX_UPSTREAMS, Route, RouteLimit};
-use crate::config::build::{Builder, yaml_error};
+use crate::config::build::{Builder, in_file_order, tolerant};
 use crate::config::error::ConfigError;
 use crate::config::yaml::position;
 
+/// Compiles the gateway file's `text`, adding every problem to `errors`,
+/// in file order.
 pub(super) fn build(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<GatewayConfig> {
-    let mut options = serde_saphyr::Options::default();
-    let mut budget = options.budget.unwrap_or_default();
-    // routes → route → limits → limit → penalty: a handful of levels.
-    budget.max_depth = 16;
-    options.budget = Some(budget);
-    let yaml: GatewayYaml = match serde_saphyr::from_str_with_options(text, options) {
-        Ok(yaml) => yaml,
-        Err(error) => {
-            errors.push(yaml_error(file, &error));
-            return None;
-        }
+    let first = errors.len();
+    let built = build_of(file, text, errors);
+    in_file_order(&mut errors[first..]);
+    built
+}
+
+fn build_of(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<GatewayConfig> {
+    let options = || {
+        let mut options = serde_saphyr::Options::default();
+        let mut budget = options.budget.unwrap_or_default();
+        // routes → route → limits → limit → penalty: a handful of levels.
+        budget.max_depth = 16;
+        options.budget = Some(budget);
+        options
     };
+    let (yaml, set_aside): (GatewayYaml, _) =
+        tolerant::parse(file, text, options, &["routes", "limits"], errors)?;
     let mut builder = Builder::for_gateway(file, errors);
+    // Routes set aside were reported: an empty list left is no problem more.
+    if set_aside > 0 && yaml.routes.as_ref().is_none_or(|routes| routes.value.is_empty()) {
+        return None;
+    }
     let settings = settings(&mut builder, &yaml);
     let Some(routes_yaml) = yaml.routes else {
         // `routes:` written without a value reads as no `routes`: say where it stands.
