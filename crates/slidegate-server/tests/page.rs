@@ -137,8 +137,17 @@ async fn the_page_is_correct_with_no_limits() {
     assert!(dom.contains("<section id=\"misses-section\" hidden=\"\">"), "nothing missed: no section");
     assert!(dom.contains("<section id=\"admin\" hidden=\"\">"), "no admin API: no admin box");
     assert!(dom.contains("<p id=\"reload-banner\" class=\"banner\" hidden=\"\">"), "no failed reload");
-    let version = format!("slidegate {}, up 0 min", env!("CARGO_PKG_VERSION"));
-    assert!(dom.contains(&version), "version and uptime");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("the host's name");
+    let version = format!("slidegate {} on {}, up 0 min", env!("CARGO_PKG_VERSION"), host.trim());
+    assert!(dom.contains(&version), "version, instance and uptime");
+    assert!(
+        dom.contains("<a id=\"misses-count\" class=\"bad\" href=\"#misses-section\" hidden=\"\">"),
+        "nothing missed"
+    );
+    for edge in ["rls", "http", "gateway"] {
+        assert!(dom.contains(&format!("<tr data-edge=\"{edge}\">")), "a row per edge: {edge}");
+    }
+    assert!(dom.contains("0/s now, 0 in the last 5 min, 0 since start"), "degraded answers as a rate");
     service.stop().await;
 }
 
@@ -175,6 +184,12 @@ async fn the_page_lists_what_the_rules_do_not_know() {
     assert!(dom.contains("<section id=\"misses-section\">"), "shown");
     assert!(dom.contains("<td>unknown domain</td><td class=\"identity\">apii</td><td>3</td>"), "{dom}");
     assert!(dom.contains("<td>no limit matches</td><td class=\"identity\">api: usr</td><td>1</td>"), "{dom}");
+    assert!(
+        dom.contains(
+            "href=\"#misses-section\">3 requests for unknown domains, 1 request matching no limit</a>"
+        ),
+        "counted in the header: {dom}"
+    );
     service.stop().await;
 }
 

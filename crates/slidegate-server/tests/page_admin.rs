@@ -1,6 +1,6 @@
 //! The status page driven like a person drives it: Debian's chromium,
-//! headless, steered over the Chrome DevTools Protocol (a small client
-//! here, over tokio-tungstenite), against a live service with traffic
+//! headless, steered over the Chrome DevTools Protocol (a small client,
+//! `support/devtools.rs`), against a live service with traffic
 //! flowing. The admin section: hidden until a token is entered; a wrong
 //! token is refused and changes nothing; the right one resets a blocked
 //! user's counters and reloads the rules (with the watcher off, so only
@@ -10,349 +10,23 @@
 //!
 //! Every wait is bounded (a bound on hangs, never a timing assertion).
 
+#[path = "support/devtools.rs"]
+mod devtools;
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
+use devtools::{Page, Traffic, target_dir};
 use serde_json::{Value, json};
 use slidegate::MemoryStore;
 use slidegate_server::{Listeners, ServerConfig, ServiceStore, serve};
 use slidegate_testkit::Upstream;
 use support::{Service, http, post_json, start_with};
 use tokio::net::TcpListener;
-use tokio_tungstenite::tungstenite::Message;
-
-/// How long chromium may take to start and print its DevTools address.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How long one DevTools command may take to be answered.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long the page may take to show what a test waits for (it polls
-/// the service every 2 s).
-const WAIT: Duration = Duration::from_secs(15);
 
 const TOKEN: &str = "the-right-admin-token-0123456789";
 const WRONG_TOKEN: &str = "a-wrong-admin-token-9876543210";
-
-// ---------------------------------------------------------------------------
-// A minimal Chrome DevTools Protocol client.
-
-/// A headless chromium process; killed when dropped.
-struct Chromium {
-    child: Child,
-    /// What it wrote on its standard error (for failure messages).
-    log: Arc<Mutex<Vec<String>>>,
-    _profile: tempfile::TempDir,
-}
-
-impl Chromium {
-    /// Starts chromium; returns it and the browser's DevTools WebSocket URL.
-    async fn start() -> (Chromium, String) {
-        let profile = tempfile::tempdir().expect("profile dir");
-        let mut child = Command::new(support::chromium())
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--remote-debugging-port=0",
-                "--window-size=1280,1000",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg("about:blank")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start chromium");
-        let stderr = child.stderr.take().expect("chromium's stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (found, url) = tokio::sync::oneshot::channel::<String>();
-        // Reads stderr to its end (chromium must never block on a full pipe).
-        std::thread::spawn({
-            let log = log.clone();
-            move || {
-                let mut found = Some(found);
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
-                    if let Some(at) = line.find("DevTools listening on ") {
-                        let url = line[at + "DevTools listening on ".len()..].trim().to_owned();
-                        if let Some(found) = found.take() {
-                            let _ = found.send(url);
-                        }
-                    }
-                    log.lock().expect("log").push(line);
-                }
-            }
-        });
-        let chromium = Chromium { child, log, _profile: profile };
-        match tokio::time::timeout(START_TIMEOUT, url).await {
-            Ok(Ok(url)) => (chromium, url),
-            Ok(Err(_)) => panic!("chromium ended without a DevTools address:\n{}", chromium.log()),
-            Err(_) => panic!("no DevTools address from chromium in {START_TIMEOUT:?}:\n{}", chromium.log()),
-        }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().expect("log").join("\n")
-    }
-}
-
-impl Drop for Chromium {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// One page (tab) of a chromium of its own, attached with a flat session.
-struct Page {
-    socket: Socket,
-    session: String,
-    next_id: u64,
-    chromium: Chromium,
-}
-
-impl Page {
-    /// Starts chromium and opens `url` in a new tab.
-    async fn open(url: &str) -> Page {
-        let (chromium, browser) = Chromium::start().await;
-        let (socket, _) = tokio::time::timeout(COMMAND_TIMEOUT, tokio_tungstenite::connect_async(&browser))
-            .await
-            .expect("connecting to DevTools in time")
-            .unwrap_or_else(|e| panic!("connect to {browser}: {e}"));
-        let mut page = Page { socket, session: String::new(), next_id: 0, chromium };
-        let target = page.browser_call("Target.createTarget", json!({ "url": url })).await;
-        let target = target["targetId"].as_str().expect("targetId").to_owned();
-        let attached =
-            page.browser_call("Target.attachToTarget", json!({ "targetId": target, "flatten": true })).await;
-        page.session = attached["sessionId"].as_str().expect("sessionId").to_owned();
-        page
-    }
-
-    /// Sends `method` (to the page's session, or to the browser if
-    /// `session` is false); its result, or the protocol's error. Events
-    /// and answers to other commands are skipped.
-    async fn send(&mut self, method: &str, params: Value, session: bool) -> Result<Value, String> {
-        self.next_id += 1;
-        let id = self.next_id;
-        let mut command = json!({ "id": id, "method": method, "params": params });
-        if session {
-            command["sessionId"] = Value::from(self.session.clone());
-        }
-        self.socket.send(Message::text(command.to_string())).await.expect("send to DevTools");
-        let answer = tokio::time::timeout(COMMAND_TIMEOUT, async {
-            loop {
-                match self.socket.next().await {
-                    Some(Ok(Message::Text(text))) => {
-                        let message: Value = serde_json::from_str(&text).expect("DevTools JSON");
-                        if message["id"].as_u64() == Some(id) {
-                            return message;
-                        }
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => panic!("DevTools connection failed: {e}"),
-                    None => panic!("DevTools connection closed"),
-                }
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("no answer to {method} in {COMMAND_TIMEOUT:?}:\n{}", self.chromium.log()));
-        match answer.get("error") {
-            Some(error) => Err(format!("{method}: {error}")),
-            None => Ok(answer["result"].clone()),
-        }
-    }
-
-    async fn browser_call(&mut self, method: &str, params: Value) -> Value {
-        self.send(method, params, false).await.unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    async fn call(&mut self, method: &str, params: Value) -> Value {
-        self.send(method, params, true).await.unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Evaluates `expression` in the page (promises awaited); its value as
-    /// JSON, or why it failed.
-    async fn try_eval(&mut self, expression: &str) -> Result<Value, String> {
-        let params = json!({ "expression": expression, "awaitPromise": true, "returnByValue": true });
-        let result = self.send("Runtime.evaluate", params, true).await?;
-        if let Some(exception) = result.get("exceptionDetails") {
-            let description = exception["exception"]["description"].as_str().unwrap_or("");
-            return Err(format!("{expression}: {} {description}", exception["text"]));
-        }
-        Ok(result["result"].get("value").cloned().unwrap_or(Value::Null))
-    }
-
-    async fn eval(&mut self, expression: &str) -> Value {
-        self.try_eval(expression).await.unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Waits (at most [`WAIT`]) until `condition`, a JS expression, holds.
-    async fn wait_for(&mut self, what: &str, condition: &str) {
-        let deadline = Instant::now() + WAIT;
-        let expression = format!("Boolean({condition})");
-        let mut last = Ok(Value::Null);
-        while Instant::now() < deadline {
-            // Errors (the page still loading) are retried.
-            last = self.try_eval(&expression).await;
-            if last == Ok(Value::Bool(true)) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let state = self.try_eval(STATE).await;
-        panic!("timed out waiting for {what} ({condition}): last {last:?}; the page: {state:?}");
-    }
-
-    /// Clicks the element `selector` names, with the mouse, at its centre:
-    /// it must be shown (a hidden button cannot be clicked).
-    async fn click(&mut self, selector: &str) {
-        let point = self
-            .eval(&format!(
-                "(() => {{
-                   const element = document.querySelector({selector});
-                   if (!element || !element.checkVisibility()) return null;
-                   element.scrollIntoView({{ block: 'center' }});
-                   const r = element.getBoundingClientRect();
-                   const x = r.left + r.width / 2, y = r.top + r.height / 2;
-                   const hit = document.elementFromPoint(x, y);
-                   return {{ x, y, hit: hit === element || element.contains(hit) }};
-                 }})()",
-                selector = Value::from(selector)
-            ))
-            .await;
-        assert!(point.is_object(), "{selector} is shown, so it can be clicked");
-        assert_eq!(point["hit"], true, "{selector} is on top where it is clicked");
-        let (x, y) = (point["x"].clone(), point["y"].clone());
-        self.call("Input.dispatchMouseEvent", json!({ "type": "mouseMoved", "x": x, "y": y })).await;
-        for kind in ["mousePressed", "mouseReleased"] {
-            let event = json!({ "type": kind, "x": x, "y": y, "button": "left", "clickCount": 1 });
-            self.call("Input.dispatchMouseEvent", event).await;
-        }
-    }
-
-    /// Types `text` into the (emptied) input `selector`, as a keyboard would.
-    async fn type_into(&mut self, selector: &str, text: &str) {
-        let selector_js = Value::from(selector);
-        self.click(selector).await;
-        self.eval(&format!(
-            "(() => {{ const input = document.querySelector({selector_js}); input.focus(); input.select(); }})()"
-        ))
-        .await;
-        self.call("Input.insertText", json!({ "text": text })).await;
-        let value = self.eval(&format!("document.querySelector({selector_js}).value")).await;
-        assert_eq!(value, text, "{selector} holds what was typed");
-    }
-
-    /// The text of the element `selector` names.
-    async fn text(&mut self, selector: &str) -> String {
-        let value =
-            self.eval(&format!("document.querySelector({}).textContent", Value::from(selector))).await;
-        value.as_str().unwrap_or_else(|| panic!("no {selector}: {value}")).to_owned()
-    }
-
-    /// The whole page as a PNG.
-    async fn screenshot(&mut self) -> Vec<u8> {
-        let metrics = self.call("Page.getLayoutMetrics", json!({})).await;
-        let size = &metrics["cssContentSize"];
-        let clip = json!({ "x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1 });
-        let shot = self
-            .call(
-                "Page.captureScreenshot",
-                json!({ "format": "png", "clip": clip, "captureBeyondViewport": true }),
-            )
-            .await;
-        base64_decode(shot["data"].as_str().expect("screenshot data"))
-    }
-}
-
-/// What the page shows of itself, for failure messages.
-const STATE: &str = "JSON.stringify({
-  loaded: document.body && document.body.dataset.loaded,
-  updated: document.getElementById('updated')?.textContent,
-  adminResult: document.getElementById('admin-result')?.textContent,
-  configHash: document.getElementById('config-hash')?.textContent,
-  gateway: document.getElementById('routes')?.innerText,
-})";
-
-fn base64_decode(text: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes() {
-        let value = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => break,
-            _ => panic!("not base64: {c}"),
-        };
-        acc = (acc << 6) | u32::from(value);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push(u8::try_from((acc >> bits) & 0xff).expect("a byte"));
-            acc &= (1 << bits) - 1;
-        }
-    }
-    out
-}
-
-/// Where a screenshot goes: `$CARGO_TARGET_DIR`, or the workspace's target/.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
-}
-
-// ---------------------------------------------------------------------------
-// Traffic.
-
-/// Sends requests in the background until dropped.
-struct Traffic {
-    running: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Traffic {
-    /// `send` every 100 ms.
-    fn start<F>(send: impl Fn() -> F + Send + 'static) -> Traffic
-    where
-        F: Future<Output = ()> + Send,
-    {
-        let running = Arc::new(AtomicBool::new(true));
-        let task = tokio::spawn({
-            let running = running.clone();
-            async move {
-                while running.load(Ordering::Relaxed) {
-                    send().await;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        });
-        Traffic { running, task }
-    }
-}
-
-impl Drop for Traffic {
-    fn drop(&mut self) {
-        self.running.store(false, Ordering::Relaxed);
-        self.task.abort();
-    }
-}
 
 // ---------------------------------------------------------------------------
 // The admin section.
@@ -460,8 +134,7 @@ async fn admin_actions_need_the_right_token_and_reset_and_reload_from_the_page()
     let (status, body) = admin_result(&mut page).await;
     assert!(status == 401 || status == 403, "a wrong token is refused: {status} {body}");
     page.type_into("#reset-domain", "api").await;
-    page.type_into("#reset-key", "user").await;
-    page.type_into("#reset-value", "bob").await;
+    page.type_into("#reset-entries", "user=bob").await;
     clear_result(&mut page).await;
     page.click("#reset-form button[type=submit]").await;
     let (status, body) = admin_result(&mut page).await;
@@ -477,16 +150,34 @@ async fn admin_actions_need_the_right_token_and_reset_and_reload_from_the_page()
     page.click("#token-form button[type=submit]").await;
     page.wait_for("the admin actions", "document.getElementById('reload').checkVisibility()").await;
 
-    // a. Reset bob from the page.
-    page.type_into("#reset-domain", "api").await;
-    page.type_into("#reset-key", "user").await;
-    page.type_into("#reset-value", "bob").await;
+    // a. Reset bob from his row among the most limited identities.
+    page.wait_for(
+        "bob's row with its reset button",
+        "[...document.querySelectorAll('#top tbody tr')].some(r => r.cells[0].textContent === 'api: user=bob'
+           && r.querySelector('button.reset-row'))",
+    )
+    .await;
+    let row = page
+        .eval(
+            "[...document.querySelectorAll('#top tbody tr')].filter(r => r.cells[0].textContent === 'api: user=bob')
+               .map(r => [r.cells[1].textContent, r.cells[2].textContent])[0]",
+        )
+        .await;
+    assert_eq!(row, json!(["api.user", "limited"]), "bob's limit (named by its descriptor) and state");
     clear_result(&mut page).await;
-    page.click("#reset-form button[type=submit]").await;
+    page.eval(
+        "[...document.querySelectorAll('#top tbody tr')].find(r => r.cells[0].textContent === 'api: user=bob')
+           .querySelector('button.reset-row').click()",
+    )
+    .await;
     let (status, body) = admin_result(&mut page).await;
     assert_eq!(status, 200, "the reset is done: {body}");
     let answer: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("JSON answer: {e}: {body}"));
-    assert_eq!((&answer["result"], &answer["reset"]), (&json!("ok"), &json!(1)), "{answer}");
+    assert_eq!(
+        (&answer["result"], &answer["limits"], &answer["reset"]),
+        (&json!("ok"), &json!(1), &json!(1)),
+        "{answer}"
+    );
     let (status, _, answer) = post_json(&check, &check_body("bob")).await;
     assert_eq!(
         (status, answer["descriptors"][0]["remaining"].as_u64()),
@@ -495,6 +186,15 @@ async fn admin_actions_need_the_right_token_and_reset_and_reload_from_the_page()
     );
     let (status, _, answer) = post_json(&service.url("/v1/peek"), &check_body("alice")).await;
     assert_eq!(status, 429, "alice keeps her count: {answer}");
+    // The form takes a whole descriptor; one that meets no limit says so.
+    page.type_into("#reset-domain", "api").await;
+    page.type_into("#reset-entries", "tenant=t, user=alice").await;
+    clear_result(&mut page).await;
+    page.click("#reset-form button[type=submit]").await;
+    let (status, body) = admin_result(&mut page).await;
+    let answer: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("JSON answer: {e}: {body}"));
+    assert_eq!((status, &answer["limits"], &answer["reset"]), (200, &json!(0), &json!(0)), "{answer}");
+    assert!(answer["note"].as_str().is_some_and(|n| n.contains("no limit matches")), "{answer}");
 
     // b. Reload from the page.
     clear_result(&mut page).await;

@@ -55,7 +55,10 @@ pub(super) async fn reload(State(app): State<AppState>, headers: HeaderMap) -> R
 }
 
 /// `DELETE /v1/state`: forgets the counters of the limits a request (the
-/// body of `/v1/check`) meets — e.g. a customer blocked by mistake.
+/// body of `/v1/check`) meets — e.g. a customer blocked by mistake. In the
+/// domain `gateway`, the gateway's limits too, by the descriptor each
+/// counts as (`route=<route>, <key>=<value>`). Answers how many limits the
+/// request met (`limits`) and how many counters held something (`reset`).
 pub(super) async fn reset(
     State(app): State<AppState>,
     headers: HeaderMap,
@@ -68,13 +71,30 @@ pub(super) async fn reset(
         Ok(request) => request,
         Err(message) => return bad_request(message),
     };
-    match app.decider.reset(&request).await {
-        Ok(reset) => {
-            tracing::info!(target: "slidegate", domain = request.domain, reset, "counters reset by the admin API");
-            axum::Json(json!({ "result": "ok", "reset": reset })).into_response()
+    let (mut matched, mut reset) = match app.decider.reset(&request).await {
+        Ok(counts) => counts,
+        Err(e) => return check_error(&e),
+    };
+    if let Some(gateway) = app.gateway.as_ref().filter(|_| request.domain == crate::gateway::DOMAIN) {
+        for descriptor in &request.descriptors {
+            match gateway.reset(&descriptor.entries).await {
+                Ok((m, r)) => (matched, reset) = (matched + m, reset + r),
+                Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            }
         }
-        Err(e) => check_error(&e),
     }
+    for descriptor in &request.descriptors {
+        app.decider.stats().reset(&request.domain, &descriptor.entries);
+    }
+    tracing::info!(target: "slidegate", domain = request.domain, limits = matched, reset, "counters reset by the admin API");
+    let mut answer = json!({ "result": "ok", "limits": matched, "reset": reset });
+    if matched == 0 {
+        answer["note"] = json!(
+            "no limit matches these descriptors: give every entry of a nested descriptor \
+             (e.g. path=/login, user=mallory), as the requests it limits carry them"
+        );
+    }
+    axum::Json(answer).into_response()
 }
 
 #[cfg(test)]

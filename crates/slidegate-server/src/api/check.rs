@@ -27,6 +27,7 @@ use crate::decide::Decider;
 use crate::decide::request::{
     CheckAnswer, CheckError, CheckRequest, Code, DescriptorStatus, LimitStatus, Mode, RequestDescriptor,
 };
+use crate::decide::stats::Edge;
 use crate::runtime::telemetry::{Api, observe};
 
 #[derive(Debug, Deserialize)]
@@ -88,6 +89,7 @@ pub(super) async fn answer(decider: &Decider, families: Families, body: &[u8], m
     };
     let outcome = decider.check(&check, mode).await;
     observe(api, &outcome, started);
+    decider.stats().answered(Edge::Http, &outcome);
     match outcome {
         Ok(answer) => {
             let status = if answer.code == Code::Ok { StatusCode::OK } else { StatusCode::TOO_MANY_REQUESTS };

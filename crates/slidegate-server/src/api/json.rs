@@ -19,6 +19,7 @@ use crate::api::rls::to_pb;
 use crate::config::Unit;
 use crate::decide::Decider;
 use crate::decide::request::{CheckError, CheckRequest, LimitOverride, Mode, RequestDescriptor};
+use crate::decide::stats::Edge;
 use crate::runtime::telemetry::{Api, observe};
 
 #[derive(Debug, Deserialize)]
@@ -166,6 +167,7 @@ pub(super) async fn answer(decider: &Decider, families: Families, body: &[u8]) -
         Err(error) => Err(error),
     };
     observe(Api::Json, &outcome, started);
+    decider.stats().answered(Edge::Http, &outcome);
     match outcome {
         Ok(answer) => {
             let pb = to_pb(&answer, families);

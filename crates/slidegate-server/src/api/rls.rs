@@ -23,6 +23,7 @@ use crate::decide::Decider;
 use crate::decide::request::{
     CheckAnswer, CheckError, CheckRequest, Code, LimitOverride, Mode, RequestDescriptor,
 };
+use crate::decide::stats::Edge;
 use crate::runtime::telemetry::{Api, observe};
 
 /// The gRPC service: a [`Decider`] behind Envoy's protocol.
@@ -52,6 +53,7 @@ impl RateLimitService for Rls {
             Err(error) => Err(error),
         };
         observe(Api::Rls, &outcome, started);
+        self.decider.stats().answered(Edge::Rls, &outcome);
         match outcome {
             Ok(answer) => Ok(Response::new(to_pb(&answer, self.families))),
             Err(CheckError::Invalid(message)) => Err(Status::invalid_argument(message)),

@@ -95,6 +95,7 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
     axum::Json(json!({
         "now_unix_s": now,
         "version": env!("CARGO_PKG_VERSION"),
+        "instance": instance(),
         "started_unix_s": app.status.started_unix_s(),
         "admin_api": app.admin_token.is_some(),
         "now_unix_ms": crate::decide::stats::now_ms(),
@@ -106,6 +107,7 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
         },
         "limits": limits,
         "gateway": app.gateway.as_ref().map(|g| g.view(Some(now))),
+        "edges": stats.edges(now),
         "top_limited": stats.top(),
         "unknown_domains": stats.misses().domains(),
         "unmatched_descriptors": stats.misses().descriptors(),
@@ -116,10 +118,24 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
             "breaker": breaker_name(limiter.breaker_state()),
             "latency_us": latency,
             "degraded_total": stats.degraded_total(),
+            "degraded": stats.degraded_series(now),
             "servers": servers,
         },
     }))
     .into_response()
+}
+
+/// This instance's name: the host's (a pod's name on Kubernetes).
+fn instance() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|name| name.trim().to_owned())
+            .filter(|name| !name.is_empty())
+            .unwrap_or_else(|| "unknown host".to_owned())
+    })
 }
 
 /// How long the servers' memory and key counts are shown before they are

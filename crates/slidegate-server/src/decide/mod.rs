@@ -236,19 +236,21 @@ impl Decider {
 
     /// Forgets the counters of every limit `request`'s descriptors meet (an
     /// operator's reset: the next request starts from a full quota).
-    /// Returns how many counters held something.
+    /// Returns how many limits the descriptors met, and how many of their
+    /// counters held something.
     ///
     /// # Errors
     ///
     /// [`CheckError::Invalid`] for a malformed request;
     /// [`CheckError::Unavailable`] when the store failed.
-    pub(crate) async fn reset(&self, request: &CheckRequest) -> Result<usize, CheckError> {
+    pub(crate) async fn reset(&self, request: &CheckRequest) -> Result<(usize, usize), CheckError> {
         request.validate()?;
         let config: Arc<Config> = self.rules.current();
-        let Some(domain) = config.domain(&request.domain) else { return Ok(0) };
-        let mut reset = 0;
+        let Some(domain) = config.domain(&request.domain) else { return Ok((0, 0)) };
+        let (mut matched, mut reset) = (0, 0);
         for item in self.items(domain, request, false)? {
             let Some(rule) = item.rule() else { continue };
+            matched += 1;
             match self.limiter.reset(rule, &item.identity).await {
                 Ok(held) => reset += usize::from(held),
                 Err(error) if error.kind() == slidegate::ErrorKind::InvalidKey => {
@@ -257,7 +259,7 @@ impl Decider {
                 Err(error) => return Err(CheckError::Unavailable(error.to_string())),
             }
         }
-        Ok(reset)
+        Ok((matched, reset))
     }
 
     /// Fills every item's outcome; returns whether an enforced limit denied.

@@ -29,17 +29,30 @@ impl<K> ServiceKey<K> {
     /// `inner`'s keys for `limit` on `route` (not an entry of a
     /// gateway-wide limit's identity: it counts across the routes).
     pub(super) fn new(inner: K, limit: &RouteLimit, route: &str) -> ServiceKey<K> {
-        let mut prefix = Identity::with_capacity(64);
-        prefix.part(DOMAIN);
-        if !limit.gateway_wide {
-            prefix.part("route");
-            prefix.part(route);
-        }
-        prefix.part(&limit.key.name());
-        let mut suffix = String::new();
-        limit.limit.write_identity_part(&mut suffix);
-        ServiceKey { inner, prefix: Arc::from(prefix.into_string()), suffix: Arc::from(suffix) }
+        let (prefix, suffix) = parts(limit, route);
+        ServiceKey { inner, prefix: Arc::from(prefix), suffix: Arc::from(suffix) }
     }
+}
+
+/// The identity `limit` on `route` counts the key `value` under.
+pub(super) fn identity(limit: &RouteLimit, route: &str, value: &str) -> String {
+    let (prefix, suffix) = parts(limit, route);
+    Identity::keyed(&prefix, value, &suffix)
+}
+
+/// An identity's parts around the key's value: the domain and the entries
+/// before it; the limit's own part (position, name, window).
+fn parts(limit: &RouteLimit, route: &str) -> (String, String) {
+    let mut prefix = Identity::with_capacity(64);
+    prefix.part(DOMAIN);
+    if !limit.gateway_wide {
+        prefix.part("route");
+        prefix.part(route);
+    }
+    prefix.part(&limit.key.name());
+    let mut suffix = String::new();
+    limit.limit.write_identity_part(&mut suffix);
+    (prefix.into_string(), suffix)
 }
 
 impl<K: KeyExtractor> KeyExtractor for ServiceKey<K> {

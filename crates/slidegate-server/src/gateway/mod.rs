@@ -22,8 +22,10 @@
 mod body;
 mod conn;
 mod counter;
+mod decided;
 mod forward;
 mod head;
+mod health;
 mod path;
 mod proxy;
 mod response;
@@ -41,6 +43,7 @@ use slidegate::Limiter;
 use slidegate_tower::headers::Families;
 
 pub(crate) use conn::{ConnectionCounts, ConnectionSlot, Tasks};
+pub(crate) use counter::DOMAIN;
 pub(crate) use path::normalize as normalize_path;
 pub(crate) use routing::{GatewayService, Table};
 
@@ -107,6 +110,46 @@ impl Gateway {
         Table::build(config, &inner.limiter, inner.families, &inner.stats, Some(&self.current()))
     }
 
+    /// Forgets the counters of the gateway's limits that count the
+    /// descriptor `entries` of the domain `gateway` — `route=<route>,
+    /// <key>=<value>`, or `<key>=<value>` for a gateway-wide limit — as an
+    /// operator's reset. Returns how many limits it met and how many of
+    /// their counters held something.
+    ///
+    /// # Errors
+    ///
+    /// The store's, when it failed.
+    pub(crate) async fn reset(
+        &self,
+        entries: &[(String, String)],
+    ) -> Result<(usize, usize), slidegate::Error> {
+        let table = self.current();
+        let (route, (key, value)) = match entries {
+            [(route_key, route), key_value] if route_key == "route" => (Some(route.as_str()), key_value),
+            [key_value] => (None, key_value),
+            _ => return Ok((0, 0)),
+        };
+        let mut seen: Vec<&Arc<crate::config::Limit>> = Vec::new();
+        let (mut matched, mut reset) = (0, 0);
+        for configured in &table.config.routes {
+            if route.is_some_and(|route| route != configured.name) {
+                continue;
+            }
+            for limit in &configured.limits {
+                let wanted = limit.gateway_wide == route.is_none() && limit.key.name() == *key;
+                if !wanted || seen.iter().any(|s| Arc::ptr_eq(s, &limit.limit)) {
+                    continue;
+                }
+                seen.push(&limit.limit);
+                let Some(rule) = limit.rule() else { continue };
+                matched += 1;
+                let identity = counter::identity(limit, &configured.name, value);
+                reset += usize::from(self.inner.limiter.reset(rule, &identity).await?);
+            }
+        }
+        Ok((matched, reset))
+    }
+
     /// Puts `table` in force; requests in flight finish on the routes
     /// they started on.
     pub(crate) fn install(&self, table: Table) {
@@ -123,6 +166,7 @@ impl Gateway {
                 let (admitted, limited) = compiled.rates.series(now);
                 route["admitted"] = admitted.into();
                 route["limited"] = limited.into();
+                route["upstream"] = compiled.health.view(now);
             }
         }
         view

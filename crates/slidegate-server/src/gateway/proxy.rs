@@ -27,7 +27,8 @@ use super::body::{GatewayBody, Upload, plain};
 use super::conn::TunnelHome;
 use super::forward::{is_upgrade, remove_hop_by_hop, set_forwarding};
 use super::head::request_host_value;
-use super::response::{Late, answer, respond};
+use super::health::UpstreamHealth;
+use super::response::{Late, answer, error_chain, respond};
 use super::upstream_conns::{Answer, Conns, Failure};
 use crate::config::{GatewaySettings, Route};
 use crate::decide::stats::ServiceStats;
@@ -110,6 +111,8 @@ pub(crate) struct Target {
     trust: ClientIp,
     /// Where the time of admitting decisions is counted.
     stats: Arc<ServiceStats>,
+    /// Where the upstreams' answers and failures are counted.
+    health: Arc<UpstreamHealth>,
     epoch: Instant,
     warnings: Warnings,
 }
@@ -120,7 +123,7 @@ impl Target {
         settings: &GatewaySettings,
         clients: &Clients,
         trust: ClientIp,
-        stats: Arc<ServiceStats>,
+        (stats, health): (Arc<ServiceStats>, Arc<UpstreamHealth>),
     ) -> Target {
         let upstreams = route
             .upstreams
@@ -158,9 +161,16 @@ impl Target {
             down_for: settings.upstream_down_for,
             trust,
             stats,
+            health,
             epoch: Instant::now(),
             warnings: Warnings::default(),
         }
+    }
+
+    /// Counts an upstream that could not be reached, failed or was late.
+    fn upstream_failed(&self, kind: &'static str) {
+        telemetry::upstream_error(&self.route, kind);
+        self.health.failed();
     }
 
     fn now_ms(&self) -> u64 {
@@ -329,6 +339,7 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
             if resendable && order.peek().is_some() { headers.clone() } else { std::mem::take(&mut headers) };
         // Each call is pinned here, in this future, not moved into another.
         let upstream = &target.upstreams[index];
+        let asked = Instant::now();
         let answered = match &upstream.conns {
             Some(conns) => {
                 if let Some(host) =
@@ -341,14 +352,17 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
             None => answer(target.response_timeout, pin!(target.pooled(upstream_request)), sending).await,
         };
         match answered {
-            Ok(Ok(answer)) => return respond(answer, client_upgrade.zip(tunnels)),
+            Ok(Ok(answer)) => {
+                target.health.answered(u64::try_from(asked.elapsed().as_micros()).unwrap_or(u64::MAX));
+                return respond(answer, client_upgrade.zip(tunnels));
+            }
             Ok(Err(Failure::Connect(error))) => {
                 if let Some(held_back) =
                     target.warnings.unreachable.pass(target.now_ms(), LogThrottle::EVERY_MS)
                 {
                     tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, %error, held_back, "upstream unreachable; skipped for a while{THROTTLED_NOTE}");
                 }
-                telemetry::upstream_error(&target.route, "connect");
+                target.upstream_failed("connect");
                 target.mark_down(index);
                 failure = Some(StatusCode::BAD_GATEWAY);
             }
@@ -356,7 +370,7 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
                 if let Some(held_back) = target.warnings.failed.pass(target.now_ms(), LogThrottle::EVERY_MS) {
                     tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, error = %error_chain(&*error), held_back, "upstream failed{THROTTLED_NOTE}");
                 }
-                telemetry::upstream_error(&target.route, "failed");
+                target.upstream_failed("failed");
                 return plain(StatusCode::BAD_GATEWAY, "bad gateway: the upstream failed\n");
             }
             Err(late) => {
@@ -367,7 +381,7 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
                 if let Some(held_back) = target.warnings.late.pass(target.now_ms(), LogThrottle::EVERY_MS) {
                     tracing::warn!(target: "slidegate", route = %target.route, upstream = %target.upstreams[index].authority, timeout = ?target.response_timeout, held_back, "{}{THROTTLED_NOTE}", answer.trim_end());
                 }
-                telemetry::upstream_error(&target.route, "timeout");
+                target.upstream_failed("timeout");
                 return plain(StatusCode::GATEWAY_TIMEOUT, answer);
             }
         }
@@ -376,16 +390,4 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
         Some(status) => plain(status, "bad gateway: no upstream could be reached\n"),
         None => plain(StatusCode::BAD_GATEWAY, "bad gateway: no upstream\n"),
     }
-}
-
-/// An error and its causes, for logs.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

@@ -112,3 +112,15 @@ async fn tunnel(client: hyper::upgrade::OnUpgrade, upstream: hyper::upgrade::OnU
     let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
 }
+
+/// An error and its causes, for logs.
+pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

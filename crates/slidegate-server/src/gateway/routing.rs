@@ -16,27 +16,22 @@ use http::{Method, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use slidegate::{Error, Limiter, MultiDecision};
 use slidegate_tower::headers::Families;
-use slidegate_tower::{
-    AppliedRules, ClientIp, Global, Header, KeyExtractor, LimitedKeys, Path, PeerIp, RateLimit,
-    RateLimitLayer,
-};
+use slidegate_tower::{ClientIp, Global, Header, KeyExtractor, Path, PeerIp, RateLimit, RateLimitLayer};
 use tower::ServiceExt as _;
 use tower_layer::Layer as _;
 
 use super::body::{GatewayBody, plain};
 use super::conn::TunnelHome;
-use super::counter::{DOMAIN, ServiceKey};
+use super::counter::ServiceKey;
 use super::forward::is_upgrade;
 use super::head;
 use super::head::request_host;
+use super::health::UpstreamHealth;
 use super::path::{Refused, normalize};
 use super::proxy::{Clients, Deciding, Proxy, Target};
 use crate::ServiceStore;
-use crate::config::{
-    ConfigError, ConfigErrors, DEFAULT_MESSAGE, GatewayConfig, KeySpec, Route, RouteLimit, match_order,
-};
-use crate::decide::item::Identity;
-use crate::decide::stats::{Counted, Rates, ServiceStats, now_s};
+use crate::config::{ConfigError, ConfigErrors, DEFAULT_MESSAGE, GatewayConfig, KeySpec, Route, match_order};
+use crate::decide::stats::{Edge, Rates, ServiceStats, now_s};
 use crate::runtime::telemetry::{self, Outcome, RouteMetrics};
 
 /// One route, ready: its limits around its proxy, and its rates for the
@@ -45,6 +40,7 @@ pub(crate) struct CompiledRoute {
     service: RateLimit<Proxy, ServiceStore>,
     metrics: RouteMetrics,
     pub(crate) rates: Arc<Rates>,
+    pub(crate) health: Arc<UpstreamHealth>,
 }
 
 /// The gateway configuration in force, compiled.
@@ -129,12 +125,18 @@ impl Table {
                 };
                 layer = added.map_err(|e: Error| refuse(format!("route `{}`: {e}", route.name)))?;
             }
-            let target = Target::new(route, settings, &clients, trust.clone(), Arc::clone(stats));
-            let rates = previous
-                .and_then(|p| p.route_named(&route.name))
-                .map_or_else(Arc::default, |r| Arc::clone(&r.rates));
+            let before = previous.and_then(|p| p.route_named(&route.name));
+            let rates = before.map_or_else(Arc::default, |r| Arc::clone(&r.rates));
+            let health = before.map_or_else(Arc::default, |r| Arc::clone(&r.health));
+            let target = Target::new(
+                route,
+                settings,
+                &clients,
+                trust.clone(),
+                (Arc::clone(stats), Arc::clone(&health)),
+            );
             let metrics = RouteMetrics::new(Arc::from(route.name.as_str()));
-            routes.push(CompiledRoute { service: layer.layer(Proxy::new(target)), metrics, rates });
+            routes.push(CompiledRoute { service: layer.layer(Proxy::new(target)), metrics, rates, health });
         }
         let order = match_order(&config.routes);
         let rejects_unidentified = config
@@ -220,51 +222,6 @@ fn host_only(host: &str) -> Cow<'_, str> {
     Cow::Owned(host.trim_end_matches('.').to_ascii_lowercase())
 }
 
-/// Adds a decided request to the service's statistics, as every edge
-/// does ([`ServiceStats::decided`]): each limit is a part, shown as the
-/// descriptor its counter counts (`route=<route>, <key>=<value>`, as RLS
-/// shows the same limit's). A limited request's decision time is counted
-/// here; an admitted one's by the proxy, before it forwards the request.
-fn count_decision(
-    stats: &ServiceStats,
-    route_limits: &[RouteLimit],
-    response: &Response<GatewayBody>,
-    deciding: Instant,
-) {
-    let Some(multi) = response.extensions().get::<MultiDecision>() else { return };
-    // The limits that decided, in the order of the decisions: the route's
-    // (the layer's rules are its limits, in order), but for those whose
-    // key was missing and skipped.
-    let applied = response.extensions().get::<AppliedRules>().map_or(u64::MAX, |a| a.0);
-    let decided = route_limits.iter().enumerate().filter(|(i, _)| i < &64 && applied & (1 << i) != 0);
-    let limits = decided.zip(&multi.decisions).enumerate().map(|(part, ((_, limit), decision))| Counted {
-        part,
-        stat_key: &limit.limit.stat_key,
-        names_values: false,
-        name: limit.limit.label(),
-        counters: Some(&limit.limit.counters),
-        hits: 1,
-        decision: *decision,
-    });
-    // In the order of the decisions, on every denial (the layer's).
-    let keys = response.extensions().get::<LimitedKeys>().map_or(&[][..], |k| k.0.as_slice());
-    if multi.allowed {
-        stats.decided(DOMAIN, &[], limits);
-        return;
-    }
-    stats.store_call(deciding.elapsed());
-    let who: Vec<Vec<(String, String)>> = keys
-        .iter()
-        .zip(&multi.decisions)
-        .map(|((rule, identity), decision)| match decision.allowed {
-            true => Vec::new(),
-            false => Identity::entries_of(identity).unwrap_or_else(|| vec![(rule.clone(), identity.clone())]),
-        })
-        .collect();
-    let who: Vec<&[(String, String)]> = who.iter().map(Vec::as_slice).collect();
-    stats.decided(DOMAIN, &who, limits);
-}
-
 /// What every gateway connection runs: finds the route, and hands the
 /// request to its limits and proxy.
 #[derive(Clone)]
@@ -332,7 +289,7 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
                 request.extensions_mut().insert(Deciding(deciding));
             }
             let Ok(response) = route.service.clone().oneshot(request).await;
-            count_decision(gateway.stats(), &table.config.routes[index].limits, &response, deciding);
+            super::decided::count(gateway.stats(), &table.config.routes[index].limits, &response, deciding);
             let outcome = match response.extensions().get::<MultiDecision>() {
                 Some(multi) if !multi.allowed => Outcome::Limited,
                 Some(_) => Outcome::Admitted,
@@ -349,6 +306,7 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
             };
             if matches!(outcome, Outcome::Admitted | Outcome::Limited) {
                 route.rates.record(now_s(), outcome == Outcome::Admitted);
+                gateway.stats().routed(Edge::Gateway, outcome == Outcome::Admitted);
             }
             route.metrics.record(outcome, started);
             Ok(response)

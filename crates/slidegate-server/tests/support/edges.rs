@@ -80,6 +80,11 @@ impl Edges {
         format!("http://{}{path}", self.api)
     }
 
+    /// The gateway's URL of `path`.
+    pub(crate) fn gateway_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.proxy)
+    }
+
     /// `GET path` through the gateway: status, headers, body.
     pub(crate) async fn gateway_get(&self, path: &str) -> (u16, HeaderMap, String) {
         support::http("GET", &format!("http://{}{path}", self.proxy), "", &[]).await

@@ -22,6 +22,9 @@ function duration(ms) {
   if (ms >= 86400000 && ms % 86400000 === 0) return ms / 86400000 + " d";
   if (ms >= 3600000 && ms % 3600000 === 0) return ms / 3600000 + " h";
   if (ms >= 60000 && ms % 60000 === 0) return ms / 60000 + " min";
+  // A wait: its largest two units.
+  if (ms >= 3600000) return Math.floor(ms / 3600000) + " h " + Math.floor((ms % 3600000) / 60000) + " min";
+  if (ms >= 60000) return Math.floor(ms / 60000) + " min " + Math.round((ms % 60000) / 1000) + " s";
   if (ms >= 1000) return ms / 1000 + " s";
   return ms + " ms";
 }
@@ -53,10 +56,36 @@ function sparkline(admitted, limited) {
   return chart;
 }
 
-function renderLimits(limits) {
+// Requests per edge (RLS, the HTTP API, the gateway).
+function renderEdges(edges) {
+  const body = document.querySelector("#edges tbody");
+  body.replaceChildren();
+  for (const [name, label] of [["rls", "RLS (gRPC)"], ["http", "HTTP API"], ["gateway", "gateway"]]) {
+    const edge = edges[name];
+    const row = document.createElement("tr");
+    row.dataset.edge = name;
+    cell(row, label);
+    cell(row, String(lastSecond(edge.admitted)), "admitted-now");
+    cell(row, String(lastSecond(edge.limited)), "limited-now");
+    cell(row, sum(edge.admitted) + " admitted, " + sum(edge.limited) + " limited").dataset.sort = sum(edge.admitted) + sum(edge.limited);
+    cell(row, "").appendChild(sparkline(edge.admitted, edge.limited));
+    body.appendChild(row);
+  }
+}
+
+function count(n, one, many) {
+  return n + " " + (n === 1 ? one : many);
+}
+
+function sum(series) {
+  return series.reduce((a, b) => a + b, 0);
+}
+
+function renderLimits(limits, gatewayOnly) {
   const body = document.querySelector("#limits tbody");
   body.replaceChildren();
-  document.getElementById("no-limits").hidden = limits.length > 0;
+  document.getElementById("no-limits").hidden = limits.length > 0 || gatewayOnly;
+  document.getElementById("gateway-only").hidden = !gatewayOnly;
   for (const entry of limits) {
     const limit = entry.limit;
     const row = document.createElement("tr");
@@ -100,6 +129,12 @@ function renderGateway(gateway) {
     cell(row, String(lastSecond(route.admitted)), "admitted-now");
     cell(row, String(lastSecond(route.limited)), "limited-now");
     cell(row, "").appendChild(sparkline(route.admitted, route.limited));
+    const upstream = route.upstream;
+    const errors = cell(row, String(upstream.failed_5m) + " of " + (upstream.answered_5m + upstream.failed_5m), "upstream-errors");
+    errors.dataset.sort = upstream.failed_5m;
+    if (upstream.failed_5m > 0) errors.className += " bad";
+    const latency = upstream.latency_us;
+    cell(row, latency ? micros(latency.p50) + " / " + micros(latency.p99) : "no answers").dataset.sort = latency ? latency.p99 : -1;
     body.appendChild(row);
   }
 }
@@ -140,16 +175,39 @@ function renderTop(top, now) {
   const body = document.querySelector("#top tbody");
   body.replaceChildren();
   document.getElementById("no-top").hidden = top.length > 0;
+  for (const element of document.querySelectorAll(".admin-only")) element.hidden = !token;
   for (const heavy of top) {
     const row = document.createElement("tr");
     cell(row, heavy.identity, "identity");
+    cell(row, heavy.limit);
+    // The wait its last denial announced, counted down to now.
+    const left = Math.max(0, heavy.retry_after_ms - (now - heavy.last_unix_ms));
+    const banned = heavy.state === "banned" && left > 0;
+    const state = cell(row, banned ? "banned until " + new Date(heavy.last_unix_ms + heavy.retry_after_ms).toLocaleTimeString() :
+      heavy.state === "reset" ? "reset by an operator" : heavy.state === "banned" ? "ban over" :
+      left > 0 ? "limited" : "admitted again", banned ? "state banned" : "state");
+    state.dataset.sort = banned ? 2 : left > 0 ? 1 : 0;
+    cell(row, String(heavy.limited_5m));
     cell(row, String(heavy.count));
     cell(row, String(heavy.error));
     cell(row, String(heavy.remaining));
-    // The wait its last denial announced, counted down to now.
-    const left = Math.max(0, heavy.retry_after_ms - (now - heavy.last_unix_ms));
     cell(row, left > 0 ? duration(left >= 1000 ? Math.ceil(left / 1000) * 1000 : left) : "now").dataset.sort = left;
     cell(row, ago(heavy.last_unix_ms, now)).dataset.sort = now - heavy.last_unix_ms;
+    if (token) {
+      const actions = cell(row, "", "admin-only");
+      if (heavy.descriptor) {
+        const button = document.createElement("button");
+        button.type = "button";
+        button.className = "reset-row";
+        button.textContent = "reset";
+        button.title = "Forget the counters of every limit this descriptor meets";
+        const descriptor = heavy.descriptor;
+        button.addEventListener("click", () => admin("DELETE", "/v1/state", { domain: descriptor.domain, descriptors: [{ entries: descriptor.entries }] }));
+        actions.appendChild(button);
+      } else {
+        actions.textContent = "too long to reset here";
+      }
+    }
     body.appendChild(row);
   }
 }
@@ -158,6 +216,12 @@ function renderMisses(domains, descriptors) {
   const body = document.querySelector("#misses tbody");
   body.replaceChildren();
   document.getElementById("misses-section").hidden = domains.length + descriptors.length === 0;
+  // In the header too: limiting is off for these requests.
+  const [unknown, unmatched] = [sum(domains.map((m) => m.count)), sum(descriptors.map((m) => m.count))];
+  const link = document.getElementById("misses-count");
+  link.hidden = unknown + unmatched === 0;
+  link.textContent = count(unknown, "request", "requests") + " for unknown domains, " + count(unmatched, "request", "requests") +
+    " matching no limit";
   for (const [kind, missed] of [["unknown domain", domains], ["no limit matches", descriptors]]) {
     for (const miss of missed) {
       const row = document.createElement("tr");
@@ -173,7 +237,7 @@ function renderMisses(domains, descriptors) {
 // sorted by, the order, the filter) lives in the address's fragment, so a
 // view survives the refresh and can be shared:
 // #limits.sort=8&limits.desc=1&limits.filter=login
-const TABLES = ["limits", "routes", "top", "misses"];
+const TABLES = ["edges", "limits", "routes", "top", "misses"];
 const view = new URLSearchParams(location.hash.slice(1));
 
 function saveView() {
@@ -256,7 +320,11 @@ function render(stats) {
   breaker.textContent = store.breaker;
   breaker.className = store.breaker === "closed" ? "ok" : "bad";
   text("store-latency", store.latency_us ? micros(store.latency_us.p50) + " / " + micros(store.latency_us.p99) : "no calls");
-  text("store-degraded", String(store.degraded_total));
+  const degraded = sum(store.degraded);
+  text("store-degraded", lastSecond(store.degraded) + "/s now, " + degraded + " in the last 5 min, " +
+    store.degraded_total + " since start");
+  document.getElementById("store-degraded").className = degraded > 0 ? "bad" : "";
+  document.getElementById("store-degraded-chart").replaceChildren(sparkline(store.degraded.map(() => 0), store.degraded));
   renderServers(store.servers);
   const rules = stats.config.files.length > 0;
   text("config-hash", rules ? stats.config.hash : "no rules (gateway only)");
@@ -274,11 +342,12 @@ function render(stats) {
     new Date(reload.at_unix_s * 1000).toLocaleTimeString() + "); the configuration before it is still in force: " +
     reload.errors.join("; ");
   const uptime = stats.now_unix_s - stats.started_unix_s;
-  text("version", "slidegate " + stats.version + ", up " + (uptime < 3600 ? Math.floor(uptime / 60) + " min" :
+  text("version", "slidegate " + stats.version + " on " + stats.instance + ", up " + (uptime < 3600 ? Math.floor(uptime / 60) + " min" :
     uptime < 86400 ? Math.floor(uptime / 3600) + " h" : Math.floor(uptime / 86400) + " d"));
   // The admin actions exist only where the service was given an admin token.
   document.getElementById("admin").hidden = !stats.admin_api;
-  renderLimits(stats.limits);
+  renderEdges(stats.edges);
+  renderLimits(stats.limits, stats.config.files.length === 0 && !!stats.gateway);
   renderGateway(stats.gateway);
   renderTop(stats.top_limited, stats.now_unix_ms);
   renderMisses(stats.unknown_domains, stats.unmatched_descriptors);
@@ -319,13 +388,22 @@ document.getElementById("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
   token = document.getElementById("token").value;
   document.getElementById("admin-actions").hidden = token.length === 0;
+  refresh();
 });
 document.getElementById("reload").addEventListener("click", () => admin("POST", "/v1/reload"));
+// `key=value, key=value`: a descriptor's entries, in order.
+function entriesOf(text) {
+  return text.split(",").map((part) => part.trim()).filter((part) => part !== "").map((part) => {
+    const at = part.indexOf("=");
+    return at < 0 ? { key: part, value: "" } : { key: part.slice(0, at).trim(), value: part.slice(at + 1).trim() };
+  });
+}
+
 document.getElementById("reset-form").addEventListener("submit", (event) => {
   event.preventDefault();
   admin("DELETE", "/v1/state", {
     domain: document.getElementById("reset-domain").value,
-    descriptors: [{ entries: [{ key: document.getElementById("reset-key").value, value: document.getElementById("reset-value").value }] }],
+    descriptors: [{ entries: entriesOf(document.getElementById("reset-entries").value) }],
   });
 });
 

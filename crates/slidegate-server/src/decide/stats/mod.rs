@@ -17,10 +17,13 @@ use std::time::{Duration, SystemTime};
 
 use slidegate::{Decision, State};
 
+use crate::decide::request::{CheckAnswer, CheckError, Code};
+
 pub(crate) use counters::{Labels, LimitCounters};
 pub(crate) use latency::Latency;
 pub(crate) use misses::Misses;
 pub(crate) use rates::{Rates, SECONDS};
+use top::{Denial, Descriptor, Entry};
 pub(crate) use top::{Heavy, TopLimited};
 
 /// How many identities the top-limited sketch counts.
@@ -32,6 +35,10 @@ pub(crate) struct ServiceStats {
     top: Mutex<TopLimited>,
     latency: Latency,
     degraded: AtomicU64,
+    /// Degraded answers per second (counted as admitted).
+    degraded_rates: Rates,
+    /// Answered requests per second by edge, in [`Edge`]'s order.
+    edges: [Rates; 3],
     misses: Misses,
 }
 
@@ -41,9 +48,26 @@ impl Default for ServiceStats {
             top: Mutex::new(TopLimited::new(TOP_K)),
             latency: Latency::default(),
             degraded: AtomicU64::new(0),
+            degraded_rates: Rates::default(),
+            edges: Default::default(),
             misses: Misses::default(),
         }
     }
+}
+
+/// Where a request came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Edge {
+    /// Envoy's gRPC rate limit service.
+    Rls,
+    /// `/v1/check`, `/v1/peek`, `/json`.
+    Http,
+    Gateway,
+}
+
+impl Edge {
+    const ALL: [(Edge, &'static str); 3] =
+        [(Edge::Rls, "rls"), (Edge::Http, "http"), (Edge::Gateway, "gateway")];
 }
 
 /// Seconds since the UNIX epoch.
@@ -55,6 +79,19 @@ pub(crate) fn now_s() -> u64 {
 pub(crate) fn now_ms() -> u64 {
     let since = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
     since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A descriptor as the most limited identities show it:
+/// `domain: key=value, key=value`.
+fn shown(domain: &str, entries: &[(String, String)]) -> String {
+    let mut shown = domain.to_owned();
+    for (i, (key, value)) in entries.iter().enumerate() {
+        shown.push_str(if i == 0 { ": " } else { ", " });
+        shown.push_str(key);
+        shown.push('=');
+        shown.push_str(value);
+    }
+    shown
 }
 
 /// One limit's decision in a request, as [`ServiceStats::decided`] counts it.
@@ -100,6 +137,7 @@ impl ServiceStats {
         let limits = limits.into_iter();
         if limits.clone().any(|c| c.decision.state == State::Degraded) {
             self.degraded.fetch_add(1, Ordering::Relaxed);
+            self.degraded_rates.record(now_s(), true);
         }
         for counted in limits.clone() {
             let key = match counted.names_values {
@@ -126,23 +164,64 @@ impl ServiceStats {
                 .filter(|c| c.part == part && !c.decision.allowed)
                 .max_by_key(|c| c.decision.retry_after);
             if let Some(binding) = binding {
-                let (remaining, retry_after) = (binding.decision.remaining, binding.decision.retry_after);
-                self.limited(domain, entries, remaining, retry_after);
+                let denial = Denial {
+                    remaining: binding.decision.remaining,
+                    retry_after: binding.decision.retry_after,
+                    limit: binding.name,
+                    banned: binding.decision.state == State::Banned,
+                };
+                self.limited(domain, entries, denial);
             }
         }
     }
 
-    /// Counts a limited request of the descriptor `entries` in `domain`,
-    /// shown as `domain: key=value, key=value`.
-    fn limited(&self, domain: &str, entries: &[(String, String)], remaining: u32, retry_after: Duration) {
-        let mut shown = domain.to_owned();
-        for (i, (key, value)) in entries.iter().enumerate() {
-            shown.push_str(if i == 0 { ": " } else { ", " });
-            shown.push_str(key);
-            shown.push('=');
-            shown.push_str(value);
+    /// Counts a limited request of the descriptor `entries` in `domain`.
+    fn limited(&self, domain: &str, entries: &[(String, String)], denial: Denial<'_>) {
+        let shown = shown(domain, entries);
+        let descriptor = || Descriptor {
+            domain: domain.to_owned(),
+            entries: entries
+                .iter()
+                .map(|(key, value)| Entry { key: key.clone(), value: value.clone() })
+                .collect(),
+        };
+        self.top.lock().unwrap_or_else(PoisonError::into_inner).record(&shown, descriptor, denial);
+    }
+
+    /// An operator reset the counters of the descriptor `entries` in
+    /// `domain`: its row among the most limited identities says so.
+    pub(crate) fn reset(&self, domain: &str, entries: &[(String, String)]) {
+        self.top.lock().unwrap_or_else(PoisonError::into_inner).forgot(&shown(domain, entries));
+    }
+
+    /// Counts a request answered on `edge` (RLS, the HTTP API):
+    /// admitted, or over the limit (an invalid or unavailable answer is
+    /// neither).
+    pub(crate) fn answered(&self, edge: Edge, outcome: &Result<CheckAnswer, CheckError>) {
+        if let Ok(answer) = outcome {
+            self.routed(edge, answer.code == Code::Ok);
         }
-        self.top.lock().unwrap_or_else(PoisonError::into_inner).record(&shown, remaining, retry_after);
+    }
+
+    /// Counts a request decided on `edge`: admitted, or limited.
+    pub(crate) fn routed(&self, edge: Edge, admitted: bool) {
+        self.edges[edge as usize].record(now_s(), admitted);
+    }
+
+    /// Per edge (`rls`, `http`, `gateway`), requests admitted and limited
+    /// per second over the five minutes up to `now_s`.
+    pub(crate) fn edges(&self, now_s: u64) -> serde_json::Value {
+        let mut edges = serde_json::Map::new();
+        for (edge, name) in Edge::ALL {
+            let (admitted, limited) = self.edges[edge as usize].series(now_s);
+            edges.insert(name.into(), serde_json::json!({ "admitted": admitted, "limited": limited }));
+        }
+        edges.into()
+    }
+
+    /// Degraded answers per second over the five minutes up to `now_s`.
+    pub(crate) fn degraded_series(&self, now_s: u64) -> Vec<u32> {
+        self.degraded_rates.series(now_s).0
     }
 
     /// Counts a store call that took `took`.
@@ -150,9 +229,9 @@ impl ServiceStats {
         self.latency.record(now_s(), u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
     }
 
-    /// The most limited identities, most first.
+    /// The most limited identities, most first (see [`TopLimited::top`]).
     pub(crate) fn top(&self) -> Vec<Heavy> {
-        self.top.lock().unwrap_or_else(PoisonError::into_inner).top()
+        self.top.lock().unwrap_or_else(PoisonError::into_inner).top(now_ms())
     }
 
     /// Store latency `(p50, p99)` in µs over the last minute or two.

@@ -15,7 +15,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
@@ -36,8 +35,8 @@ fn targets(yaml: &str) -> (Target, Target) {
     let (route, settings) = (&config.routes[0], &config.settings);
     let clients = Clients::new(settings);
     let trust = slidegate_tower::ClientIp::trusting(&settings.trusted_proxies).expect("no proxies");
-    let pool = Target::new(route, settings, &clients, trust.clone(), Arc::default());
-    let mut client = Target::new(route, settings, &clients, trust, Arc::default());
+    let pool = Target::new(route, settings, &clients, trust.clone(), Default::default());
+    let mut client = Target::new(route, settings, &clients, trust, Default::default());
     assert!(pool.upstreams.iter().all(|upstream| upstream.conns.is_some()), "an HTTP/1.1 route");
     for upstream in &mut client.upstreams {
         upstream.conns = None;

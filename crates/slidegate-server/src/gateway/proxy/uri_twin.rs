@@ -3,7 +3,6 @@
 //! the general path builds from them.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use http::Uri;
 
@@ -17,7 +16,7 @@ fn target(upstream: &str, http2: bool) -> Target {
         .unwrap_or_else(|e| panic!("the gateway file loads: {e}"));
     let (route, settings) = (&config.routes[0], &config.settings);
     let trust = slidegate_tower::ClientIp::trusting(&settings.trusted_proxies).expect("no proxies");
-    Target::new(route, settings, &Clients::new(settings), trust, Arc::default())
+    Target::new(route, settings, &Clients::new(settings), trust, Default::default())
 }
 
 #[test]
