@@ -36,10 +36,8 @@ fn the_demo_limits_a_user_across_two_instances_behind_envoy() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the demo failed:\n{stdout}\n{stderr}");
-    let statuses: Vec<&str> = stdout
-        .lines()
-        .filter_map(|line| line.strip_prefix("alice ")?.split_whitespace().nth(1))
-        .collect();
+    let statuses: Vec<&str> =
+        stdout.lines().filter_map(|line| line.strip_prefix("alice ")?.split_whitespace().nth(1)).collect();
     assert_eq!(statuses, ["200", "200", "200", "200", "200", "429", "429"], "{stdout}");
     assert!(stdout.contains("\"per_user\";r=0;t=10"), "the IETF RateLimit field names the limit: {stdout}");
 }

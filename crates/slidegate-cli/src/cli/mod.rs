@@ -230,11 +230,6 @@ pub struct BenchArgs {
     #[arg(long = "store", help_heading = LIMITER_FLAGS, value_name = "STORE", default_value = "memory", action = clap::ArgAction::Append)]
     pub stores: Vec<StoreSpec>,
 
-    /// The rule every request is checked against (required unless
-    /// `--target` drives a running service).
-    #[command(flatten)]
-    pub rule: Option<RuleArgs>,
-
     /// Cost of every request (at least 1, at most `--limit`).
     #[arg(long, help_heading = LIMITER_FLAGS, default_value_t = 1)]
     pub cost: u32,
@@ -336,6 +331,12 @@ pub struct BenchArgs {
     /// Standalone `redis://` stores only.
     #[arg(long, help_heading = LIMITER_FLAGS)]
     pub redis_stats: bool,
+
+    /// The rule every request is checked against (required unless
+    /// `--target` drives a running service). Its flags are the limiter's
+    /// (the heading is sticky: only the target's, below, follow it).
+    #[command(flatten, next_help_heading = LIMITER_FLAGS)]
+    pub rule: Option<RuleArgs>,
 
     /// A running service to drive instead (its flags under their own
     /// heading, last).

@@ -118,7 +118,15 @@ fn help_describes_every_command_and_groups_bench_flags_where_they_apply() {
     };
     let limiter = section(LIMITER_FLAGS);
     let target = section("Driving a service (--target)");
-    for flag in ["--no-deny-cache", "--deadline", "--no-auto-batch", "--redis-stats"] {
+    for flag in [
+        "--no-deny-cache",
+        "--deadline",
+        "--no-auto-batch",
+        "--redis-stats",
+        "--limit",
+        "--window",
+        "--algorithm",
+    ] {
         assert!(limiter.contains(flag), "{flag} under the limiter's heading");
         assert!(!target.contains(flag), "{flag} not under --target's");
     }
