@@ -787,6 +787,9 @@ async fn limits_are_named_by_the_config_everywhere() {
     let (_, _, answer) = post_json(&service.url("/json"), &check_body(&[("tenant", "t2")])).await;
     assert_eq!(answer["statuses"][0]["currentLimit"]["name"], "names.tenant", "{answer}");
 
+    let own = json!({"domain": "names", "descriptors": [{"entries": [{"key": "any", "value": "thing"}],
+        "limit": {"requestsPerUnit": 5, "unit": "MINUTE"}}]});
+    assert_eq!(post_json(&service.url("/json"), &own.to_string()).await.0, 200);
     let (_, _, text) = http("GET", &service.url("/metrics"), Vec::new(), &[]).await;
     let decisions = [("rule", "names.tenant"), ("outcome", "allowed")];
     assert_eq!(metric(&text, "slidegate_decisions_total", &decisions), Some(11.0), "{text}");
@@ -803,6 +806,10 @@ async fn limits_are_named_by_the_config_everywhere() {
         "{text}"
     );
     assert_eq!(counter("total_hits", &user), Some(1.0), "{text}");
+    // A descriptor's own limit is named by the request's values: its name
+    // label is one for them all (its stats key is bounded as such keys are).
+    let own = [("domain", "names"), ("limit", "names.any_thing"), ("name", "request")];
+    assert_eq!(counter("total_hits", &own), Some(1.0), "{text}");
     service.stop().await;
 }
 

@@ -188,6 +188,9 @@ pub(super) fn dynamic_stat_key(
     Some(key)
 }
 
+/// Where a descriptor's own limit comes from (its `source`).
+pub(super) const OVERRIDE_SOURCE: &str = "the request's descriptor";
+
 /// The limit a descriptor gives itself.
 pub(super) fn override_limit(
     domain: &str,
@@ -216,7 +219,7 @@ pub(super) fn override_limit(
         replaces: Vec::new(),
         index: 0,
         stat_key,
-        source: "the request's descriptor".into(),
+        source: OVERRIDE_SOURCE.into(),
         rates: Default::default(),
         counters: Default::default(),
     })

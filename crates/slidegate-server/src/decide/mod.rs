@@ -37,7 +37,7 @@ use crate::decide::request::{CheckAnswer, CheckError, CheckRequest, Mode};
 use crate::decide::stats::{Counted, ServiceStats};
 use crate::store::ServiceStore;
 use answer::{answer, no_limits};
-use item::{Item, dimensions, dynamic_stat_key, identity, invalid, merge, override_limit};
+use item::{Item, OVERRIDE_SOURCE, dimensions, dynamic_stat_key, identity, invalid, merge, override_limit};
 
 /// The error of a limiter call: the request's fault, or the store's (the
 /// failure policy is `fail`).
@@ -169,7 +169,9 @@ impl Decider {
                 part: item.descriptor,
                 stat_key: item.stat_key.as_deref().unwrap_or(&item.limit.stat_key),
                 names_values: item.stat_key.is_some(),
-                name: item.limit.label(),
+                // A descriptor's own limit is named by the request's values:
+                // one name in the metrics for all of them.
+                name: if item.limit.source == OVERRIDE_SOURCE { "request" } else { item.limit.label() },
                 counters: Some(&item.limit.counters),
                 hits: item.cost,
                 decision: item.outcome?,
@@ -197,8 +199,9 @@ impl Decider {
                 let shadow = self.limiter.is_shadow();
                 items.push(Item {
                     descriptor: index,
+                    // Named by the request's values: bounded in the metrics.
+                    stat_key: Some(limit.stat_key.clone()),
                     limit,
-                    stat_key: None,
                     identity,
                     cost,
                     shadow,
