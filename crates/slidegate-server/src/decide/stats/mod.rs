@@ -1,8 +1,10 @@
-//! What the service keeps for its status page (`GET /v1/stats`): per
-//! limit, admitted and limited requests per second over five minutes; the
-//! most limited identities; store latency and degraded answers; domains
-//! and descriptors the configuration did not know. Every part
-//! has a fixed size whatever the traffic.
+//! What the service keeps for its status page (`GET /v1/stats`) and its
+//! per-limit metrics: per limit, admitted and limited requests per second
+//! over five minutes, and envoy ratelimit's counters ([`counters`]); per
+//! edge (RLS, the HTTP API, the gateway), the same rates; the most limited
+//! identities; store latency and degraded answers; domains and
+//! descriptors the configuration did not know. Every part has a fixed
+//! size whatever the traffic.
 
 mod counters;
 mod latency;
