@@ -698,6 +698,25 @@ descriptors:
     }
 }
 
+/// A file is read again at most a hundred times: past that many broken
+/// descriptors, the rest goes unchecked, and the last problem says so.
+#[test]
+fn past_a_hundred_broken_descriptors_the_rest_goes_unread_and_says_so() {
+    let mut text = String::from("domain: d\ndescriptors:\n");
+    for i in 0..150 {
+        text.push_str(&format!("  - key: k{i}\n    colour: red\n"));
+    }
+    let all = errors(&text);
+    assert_eq!(all.len(), 102, "101 read, and a word: {:#?}", &all[99..]);
+    assert!(all[..101].iter().all(|e| e.message.contains("unknown field `colour`")));
+    let last = &all[101];
+    assert_eq!(last.line, 205, "below the 101st, on line 204: {last}");
+    assert!(
+        last.message.contains("101 items could not be read: the rest of the file is not checked"),
+        "{last}"
+    );
+}
+
 /// An error outside any descriptor stops the file there (nothing to set
 /// aside), and is still reported at its position.
 #[test]

@@ -79,6 +79,7 @@ pub(super) async fn reset(
         for descriptor in &request.descriptors {
             match gateway.reset(&descriptor.entries).await {
                 Ok((m, r)) => (matched, reset) = (matched + m, reset + r),
+                Err(e) if e.kind() == slidegate::ErrorKind::InvalidKey => return bad_request(e.to_string()),
                 Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
             }
         }

@@ -14,12 +14,17 @@ use crate::config::error::ConfigError;
 /// The most items set aside in one file before the rest goes unread.
 const MAX_SET_ASIDE: usize = 100;
 
+/// The most bytes parsed for one file, all rounds together: a 4 MiB file
+/// is read again at most 16 times.
+const MAX_PARSED_BYTES: usize = 64 << 20;
+
 /// Parses `text` as `T`, adding each error to `errors`. An error inside an
 /// item of a block list that is the value of one of `list_keys` sets that
 /// item aside (its lines are blanked, so every position holds) and the
-/// text is parsed again. `None` when an error lies anywhere else (or the
-/// file has more than [`MAX_SET_ASIDE`] broken items): nothing of the
-/// file is built. With the value, how many items were set aside.
+/// text is parsed again. `None` when an error lies anywhere else, or when
+/// the file has more broken items than it may be read again for
+/// ([`MAX_SET_ASIDE`], [`MAX_PARSED_BYTES`]): nothing of the file is
+/// built. With the value, how many items were set aside.
 pub(in crate::config) fn parse<T: DeserializeOwned>(
     file: &Path,
     text: &str,
@@ -29,7 +34,8 @@ pub(in crate::config) fn parse<T: DeserializeOwned>(
 ) -> Option<(T, usize)> {
     let mut lines: Vec<&str> = text.lines().collect();
     let mut current = std::borrow::Cow::Borrowed(text);
-    for set_aside in 0..=MAX_SET_ASIDE {
+    let rounds = MAX_SET_ASIDE.min(MAX_PARSED_BYTES / text.len().max(1));
+    for set_aside in 0..=rounds {
         let error = match serde_saphyr::from_str_with_options::<T>(&current, options()) {
             Ok(parsed) => return Some((parsed, set_aside)),
             Err(error) => error,
@@ -37,6 +43,15 @@ pub(in crate::config) fn parse<T: DeserializeOwned>(
         errors.push(yaml_error(file, &error));
         let line = error.location().and_then(|l| usize::try_from(l.line()).ok())?.checked_sub(1)?;
         let item = enclosing_item(&lines, line, list_keys)?;
+        if set_aside == rounds {
+            errors.push(ConfigError::at(
+                file,
+                // Below the last problem read, where reading stopped.
+                (u32::try_from(line + 2).unwrap_or(u32::MAX), 1),
+                format!("{} items could not be read: the rest of the file is not checked", set_aside + 1),
+            ));
+            return None;
+        }
         for blanked in &mut lines[item] {
             *blanked = "";
         }
