@@ -82,6 +82,12 @@ pub struct Decision {
     pub violations: u32,
     /// Who answered.
     pub source: Source,
+    /// After a charge (which is recorded whatever remains, see
+    /// [`algorithm::State::charge`](crate::algorithm::State::charge)): how
+    /// far over the limit the identity now is, the cost that must leave
+    /// the window before anything is admitted again (saturating at
+    /// `u32::MAX`). 0 for checks.
+    pub debt: u32,
 }
 
 impl Decision {
@@ -96,6 +102,7 @@ impl Decision {
             reset_after,
             violations: 0,
             source: Source::Store,
+            debt: 0,
         }
     }
 
@@ -110,6 +117,7 @@ impl Decision {
             reset_after,
             violations: 0,
             source: Source::Store,
+            debt: 0,
         }
     }
 
@@ -131,6 +139,20 @@ impl Decision {
             reset_after: Duration::ZERO,
             violations: 0,
             source: Source::Switch,
+            debt: 0,
+        }
+    }
+
+    /// A charge recorded whatever remained: admitted, with `remaining`
+    /// and `debt` from the cost now counted (`used`); `retry_after` is how
+    /// long until a request of weight 1 would be admitted.
+    pub(crate) fn charged(limit: u32, used: u64, retry_after: Duration, reset_after: Duration) -> Decision {
+        let over = used.saturating_sub(u64::from(limit));
+        Decision {
+            remaining: u32::try_from(u64::from(limit).saturating_sub(used)).unwrap_or(u32::MAX),
+            retry_after,
+            debt: u32::try_from(over).unwrap_or(u32::MAX),
+            ..Decision::allowed(limit, 0, reset_after)
         }
     }
 

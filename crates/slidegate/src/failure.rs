@@ -138,6 +138,7 @@ pub(crate) fn fixed_answer(policy: FailurePolicy, limit: u32, cost: u32, retry: 
         reset_after: Duration::ZERO,
         violations: 0,
         source: Source::FailurePolicy,
+        debt: 0,
     }
 }
 

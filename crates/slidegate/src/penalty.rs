@@ -184,6 +184,7 @@ impl PenaltyState {
                 reset_after: left,
                 violations: penalty.ban_threshold().unwrap_or(0),
                 source: crate::Source::Store,
+                debt: 0,
             }
         })
     }

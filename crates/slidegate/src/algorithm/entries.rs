@@ -136,7 +136,12 @@ impl<K: Copy> Entries<K> {
     /// The common case, a charge at the newest position, reads only the
     /// last entry; a search runs only for an earlier position (a clock
     /// that stepped back).
-    pub(super) fn add_sorted(&mut self, position: K, cost: u32)
+    ///
+    /// Returns the cost added: all of it, but for what would take one
+    /// entry past `u32::MAX` (only a charge can, [`State::charge`]).
+    ///
+    /// [`State::charge`]: super::State::charge
+    pub(super) fn add_sorted(&mut self, position: K, cost: u32) -> u32
     where
         K: Ord,
     {
@@ -147,10 +152,16 @@ impl<K: Copy> Entries<K> {
                 let at = self.partition_point(|&p| p < position);
                 match self.get(at) {
                     Some((p, _)) if p == position => self.add_cost(at, cost),
-                    _ => self.insert(at, position, cost),
+                    _ => {
+                        self.insert(at, position, cost);
+                        cost
+                    }
                 }
             }
-            _ => self.insert(len, position, cost),
+            _ => {
+                self.insert(len, position, cost);
+                cost
+            }
         }
     }
 
@@ -180,17 +191,20 @@ impl<K: Copy> Entries<K> {
         }
     }
 
-    /// Adds `cost` to the entry at `at`, if there is one.
-    pub(super) fn add_cost(&mut self, at: usize, cost: u32) {
-        match self {
-            Entries::One(_, first_cost) if at == 0 => *first_cost += cost,
-            Entries::Many(many) => {
-                if let Some((_, entry_cost)) = many.deque.get_mut(at) {
-                    *entry_cost += cost;
-                }
-            }
-            _ => {}
-        }
+    /// Adds `cost` to the entry at `at`, if there is one, up to
+    /// `u32::MAX`; returns what it added.
+    pub(super) fn add_cost(&mut self, at: usize, cost: u32) -> u32 {
+        let entry_cost = match self {
+            Entries::One(_, first_cost) if at == 0 => first_cost,
+            Entries::Many(many) => match many.deque.get_mut(at) {
+                Some((_, entry_cost)) => entry_cost,
+                None => return 0,
+            },
+            _ => return 0,
+        };
+        let added = cost.min(u32::MAX - *entry_cost);
+        *entry_cost += added;
+        added
     }
 }
 

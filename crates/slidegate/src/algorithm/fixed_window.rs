@@ -47,6 +47,23 @@ impl FixedWindow {
         Decision::allowed(rule.limit(), rule.limit() - self.count, ends)
     }
 
+    /// Records a charge of `cost` at `now` whatever remains (see
+    /// [`SlidingLog::charge`](super::SlidingLog::charge)): the window's
+    /// count may pass the limit; checks are denied until the window ends,
+    /// which pays any debt off at once (a fixed window's own arithmetic).
+    pub fn charge(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let window = rule.window_ms();
+        let cur = now / window;
+        if cur > self.index {
+            *self = FixedWindow { index: cur, count: 0 };
+        }
+        self.count = self.count.saturating_add(cost);
+        let ends = Duration::from_millis(self.ends_at(window) - now);
+        let retry = if self.count < rule.limit() { Duration::ZERO } else { ends };
+        let reset = if self.count > 0 { ends } else { Duration::ZERO };
+        Decision::charged(rule.limit(), u64::from(self.count), retry, reset)
+    }
+
     /// When the current window ends (saturating at the end of time).
     fn ends_at(&self, window: u64) -> u64 {
         self.index.saturating_add(1).saturating_mul(window)

@@ -61,6 +61,26 @@ impl Gcra {
         Decision::limited(rule.limit(), remaining as u32, ms(next - w * n), ms(ahead))
     }
 
+    /// Records a charge of `cost` at `now` whatever remains (see
+    /// [`SlidingLog::charge`](super::SlidingLog::charge)): the theoretical
+    /// arrival time moves by `cost·W/limit` even past a full bucket, and
+    /// checks are denied until it is back within the window — the debt
+    /// drains at the rule's rate (GCRA's own arithmetic). `debt` counts
+    /// the units beyond a full bucket, rounded up.
+    pub fn charge(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let n = u128::from(rule.limit());
+        let w = u128::from(rule.window_ms());
+        let next = self.ahead(n, now) + u128::from(cost) * w;
+        self.tat_ms = now.saturating_add(u64::try_from(next / n).unwrap_or(u64::MAX));
+        self.tat_rem = (next % n) as u64;
+        let ms = |units: u128| Duration::from_millis(u64::try_from(ceil_div(units, n)).unwrap_or(u64::MAX));
+        // A request of weight 1 fits once `ahead + W <= W·limit`.
+        let retry = ms((next + w).saturating_sub(w * n));
+        // Units in use: what the arrival time is ahead of now, in costs.
+        let used = u64::try_from(ceil_div(next, w)).unwrap_or(u64::MAX);
+        Decision::charged(rule.limit(), used, retry, ms(next))
+    }
+
     /// When the bucket is full again (0 when it already is).
     pub fn expires_at(&self) -> u64 {
         self.tat_ms.saturating_add(u64::from(self.tat_rem > 0))

@@ -20,6 +20,8 @@
 //! assert_eq!(denied.retry_after.as_millis(), 980);
 //! ```
 
+#[cfg(test)]
+mod charge_tests;
 mod entries;
 mod fixed_window;
 mod gcra;
@@ -96,6 +98,24 @@ impl State {
             State::Counter(s) => s.peek(rule, now, cost),
             State::Fixed(s) => s.peek(rule, now, cost),
             State::Gcra(s) => s.peek(rule, now, cost),
+        }
+    }
+
+    /// Records a charge of `cost` at `now` whatever remains: a budget's
+    /// cost learnt after the fact. The state may go past `rule`'s limit
+    /// (into debt, [`Decision::debt`]); any cost is taken, also 0 or one
+    /// above the limit. Later checks are denied until the debt is paid
+    /// off: exactly when enough of the window has slid past for the
+    /// sliding log and counter, at the window's end for the fixed window,
+    /// at the rule's rate for GCRA. The decision is always admitting; its
+    /// `retry_after` is how long until a request of weight 1 would be.
+    pub fn charge(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        self.matching(rule);
+        match self {
+            State::Log(s) => s.charge(rule, now, cost),
+            State::Counter(s) => s.charge(rule, now, cost),
+            State::Fixed(s) => s.charge(rule, now, cost),
+            State::Gcra(s) => s.charge(rule, now, cost),
         }
     }
 

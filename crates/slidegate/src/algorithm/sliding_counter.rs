@@ -116,6 +116,26 @@ impl SlidingCounter {
         (decision, expires_at)
     }
 
+    /// Records a charge of `cost` at `now` whatever remains (see
+    /// [`SlidingLog::charge`](super::SlidingLog::charge)): in the current
+    /// bucket, past the limit if it must; checks are denied until the
+    /// buckets that make the debt stop counting.
+    pub fn charge(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let limit = u64::from(rule.limit());
+        self.prune(rule, now);
+        if cost > 0 {
+            let cur = bucket_of(rule, i128::from(now));
+            self.total += u64::from(self.buckets.add_sorted(cur, cost));
+        }
+        let (retry, expires_at) = if self.total < limit {
+            (Duration::ZERO, self.expires_at(rule))
+        } else {
+            let (denied, expires_at) = self.limited_expiring(rule, now, 1, self.total);
+            (denied.retry_after, expires_at)
+        };
+        Decision::charged(rule.limit(), self.total, retry, self.until(expires_at, now))
+    }
+
     /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.
     pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         self.check_expiring(rule, now, cost).0

@@ -79,6 +79,21 @@ impl SlidingLog {
         Decision::allowed(rule.limit(), remaining, self.reset_after(window, now))
     }
 
+    /// Records a charge of `cost` at `now` whatever remains: a cost learnt
+    /// after the fact (a response's tokens) may take the log past its
+    /// limit, into debt, and any cost is taken, also one above the limit.
+    /// Checks are then denied until enough of it has left the window —
+    /// exactly when the charges that make the debt leave it.
+    pub fn charge(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let (limit, window) = (u64::from(rule.limit()), rule.window_ms());
+        self.prune(window, now);
+        if cost > 0 {
+            self.total += u64::from(self.entries.add_sorted(now, cost));
+        }
+        let retry = if self.total < limit { Duration::ZERO } else { self.limited(rule, now, 1).retry_after };
+        Decision::charged(rule.limit(), self.total, retry, self.reset_after(window, now))
+    }
+
     fn reset_after(&self, window: u64, now: u64) -> Duration {
         Duration::from_millis(self.expires_at(window).saturating_sub(now))
     }
