@@ -123,7 +123,7 @@ pub(crate) fn to_pb(answer: &CheckAnswer, families: Families) -> RateLimitRespon
             DescriptorStatus {
                 code: code as i32,
                 current_limit: Some(PbLimit {
-                    name: limit.label().to_owned(),
+                    name: limit.name.clone().unwrap_or_else(|| limit.stat_key.clone()),
                     requests_per_unit: limit.requests_per_unit(),
                     // A `window:` that is no unit is UNKNOWN (0): the
                     // quota headers carry the exact window.

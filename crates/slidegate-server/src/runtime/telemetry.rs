@@ -10,12 +10,16 @@
 //!   `slidegate_service_unmatched_total{descriptor}` — requests for no
 //!   configured domain, descriptors matching no limit (`domain: key, key`),
 //!   the first hundred names each, the rest as `_other`;
-//! * `slidegate_service_over_limit_total{domain, limit}` and
-//!   `slidegate_shadow_over_limit_total{domain, limit}` — denials by limit
-//!   (its stats key, as envoy ratelimit names it; keys named by request
-//!   values — `detailed_metric`, `value_to_metric` — are bounded: past
-//!   [`MAX_VALUE_KEYS`] distinct ones, `limit` is `_other`); the
-//!   gateway's in `domain="gateway"`, by rule (`<route>.<name>`);
+//! * `slidegate_service_over_limit_total{domain, limit, name}` and
+//!   `slidegate_shadow_over_limit_total{domain, limit, name}` — denials by
+//!   limit (its stats key, as envoy ratelimit names it, and its rule's
+//!   name; keys named by request values — `detailed_metric`,
+//!   `value_to_metric`, a descriptor's own limit — are bounded: past
+//!   [`MAX_VALUE_KEYS`] distinct ones, `limit` is `_other`); the gateway's
+//!   in `domain="gateway"`, by the descriptor each limit counts as
+//!   (`gateway.route_<route>.<key>`);
+//! * `slidegate_rate_limit_*_total{domain, limit, name}` — per limit,
+//!   envoy ratelimit's counters (`decide::stats::counters`);
 //! * `slidegate_config_reloads_total{result}` — `ok` or `error`;
 //! * `slidegate_gateway_requests_total{route, outcome}` — `outcome` is
 //!   `admitted`, `limited`, `unavailable`, `no_route` or `refused` (a

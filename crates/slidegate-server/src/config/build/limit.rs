@@ -301,26 +301,31 @@ impl Builder<'_> {
 
 /// The name of a configured limit's rule: the limit's `name`, else its
 /// descriptor's stats key (`domain.key_value.key`; `.2` after it for the
-/// third of `rate_limits`), spelled in the characters a rule name takes
-/// and cut to its last [`MAX_NAME_LEN`](slidegate::limits::MAX_NAME_LEN)
-/// characters. It names the limit in quota headers and the library's
-/// metrics. A name keys a rule's state apart from its numbers, so a limit
-/// whose `requests_per_unit` changes keeps what it has counted (a lowered
-/// limit applies at once); what tells limits apart — the domain, the
-/// descriptor's entries, the limit's position, name and window — is in
-/// each counter's identity ([`Limit::write_identity_part`](crate::config::Limit)).
+/// third of `rate_limits`), spelled in the characters a rule name takes;
+/// past [`MAX_NAME_LEN`](slidegate::limits::MAX_NAME_LEN), a name keeps
+/// its first characters and a stats key its last (its most specific
+/// part). It names the limit in quota headers and the library's metrics.
+/// A name keys a rule's state apart from its numbers, so a limit whose
+/// `requests_per_unit` changes keeps what it has counted (a lowered limit
+/// applies at once), and one renamed starts afresh; what tells limits
+/// apart — the domain, the descriptor's entries, the limit's position,
+/// name and window — is in each counter's identity
+/// ([`Limit::write_identity_part`](crate::config::Limit)).
 fn rule_name(name: Option<&str>, stat_key: &str, index: usize) -> String {
-    let full = match name {
-        Some(name) => name.to_owned(),
-        None if index == 0 => stat_key.to_owned(),
-        None => format!("{stat_key}.{index}"),
+    let spell = |text: &str| -> Vec<char> {
+        text.chars()
+            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
+            .collect()
     };
-    let spelled: Vec<char> = full
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
-        .collect();
-    let tail = &spelled[spelled.len().saturating_sub(slidegate::limits::MAX_NAME_LEN)..];
-    if tail.is_empty() { "limit".to_owned() } else { tail.iter().collect() }
+    let max = slidegate::limits::MAX_NAME_LEN;
+    let spelled: Vec<char> = match name {
+        Some(name) => spell(name).into_iter().take(max).collect(),
+        None => {
+            let key = if index == 0 { spell(stat_key) } else { spell(&format!("{stat_key}.{index}")) };
+            key[key.len().saturating_sub(max)..].to_vec()
+        }
+    };
+    if spelled.is_empty() { "limit".to_owned() } else { spelled.into_iter().collect() }
 }
 
 #[cfg(test)]
@@ -337,6 +342,8 @@ mod tests {
         let long = format!("edge.{}.user", "a".repeat(100));
         let named = rule_name(None, &long, 0);
         assert_eq!(named.len(), slidegate::limits::MAX_NAME_LEN);
-        assert!(named.ends_with("a.user"), "{named}");
+        assert!(named.ends_with("a.user"), "a stats key keeps its last characters: {named}");
+        let long = "n".repeat(70) + "x";
+        assert_eq!(rule_name(Some(&long), "edge.user", 0), "n".repeat(64), "a name its first");
     }
 }

@@ -5,13 +5,14 @@
 //! |---|---|---|
 //! | `slidegate_rate_limit_total_hits_total` | `ratelimit_service_rate_limit_total_hits` | every hit |
 //! | `slidegate_rate_limit_over_limit_total` | `…_over_limit` | hits the limit denied (shadow ones too) |
-//! | `slidegate_rate_limit_near_limit_total` | `…_near_limit` | admitted hits at 80 % of the limit or more |
+//! | `slidegate_rate_limit_near_limit_total` | `…_near_limit` | admitted hits that take the count above 80 % of the limit |
 //! | `slidegate_rate_limit_within_limit_total` | `…_within_limit` | admitted hits |
 //! | `slidegate_rate_limit_shadow_mode_total` | `…_shadow_mode` | hits a shadow limit would have denied |
 //!
 //! Labelled `domain`, `limit` (the stats key, envoy's `key1`: the
-//! descriptor path) and `name` (the limit's name: the one configured, or
-//! else its stats key). A hit is one unit of a request's weight.
+//! descriptor path) and `name` (the limit's rule's name: the one
+//! configured, or else its stats key, in the characters a rule name
+//! takes). A hit is one unit of a request's weight.
 
 use std::sync::OnceLock;
 
@@ -112,19 +113,15 @@ fn count(counters: &[Counter; 5], hits: u64, decision: &Decision) {
 }
 
 /// How many of `hits` just admitted under `limit`, leaving `remaining`,
-/// were at 80 % of the limit or more: those that took the count to
-/// `ceil(0.8 × limit)` or beyond.
+/// took the count above 80 % of the limit (`floor(0.8 × limit)`), as
+/// envoy ratelimit counts them.
 fn near_limit_hits(limit: u32, remaining: u32, hits: u64) -> u64 {
     let (limit, remaining) = (u64::from(limit), u64::from(remaining));
-    if limit == 0 || remaining > limit {
+    if remaining > limit {
         return 0;
     }
     let used = limit - remaining;
-    let threshold = (limit * 4).div_ceil(5);
-    if used < threshold {
-        return 0;
-    }
-    hits.min(used + 1 - threshold)
+    hits.min(used.saturating_sub(limit * 4 / 5))
 }
 
 #[cfg(test)]
@@ -132,13 +129,13 @@ mod tests {
     use super::near_limit_hits;
 
     #[test]
-    fn near_limit_counts_the_hits_from_eighty_percent_on() {
-        // Limit 10: the 8th, 9th and 10th hits are near the limit.
+    fn near_limit_counts_the_hits_past_eighty_percent_as_envoy_ratelimit_does() {
+        // Limit 10: the 9th and 10th hits take the count above 8.
         let near: Vec<u64> = (1..=10).map(|used| near_limit_hits(10, 10 - used, 1)).collect();
-        assert_eq!(near, [0, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
-        // A weight of 5 taking the count from 5 to 10: its last three hits.
-        assert_eq!(near_limit_hits(10, 0, 5), 3);
-        assert_eq!(near_limit_hits(10, 2, 5), 1);
+        assert_eq!(near, [0, 0, 0, 0, 0, 0, 0, 0, 1, 1]);
+        // A weight of 5 taking the count from 5 to 10: its last two hits.
+        assert_eq!(near_limit_hits(10, 0, 5), 2);
+        assert_eq!(near_limit_hits(10, 1, 5), 1);
         assert_eq!(near_limit_hits(1, 0, 1), 1);
         assert_eq!(near_limit_hits(0, 0, 1), 0);
         assert_eq!(near_limit_hits(u32::MAX, u32::MAX, 1), 0);
