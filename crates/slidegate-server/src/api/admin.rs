@@ -84,8 +84,10 @@ pub(super) async fn reset(
             }
         }
     }
-    for descriptor in &request.descriptors {
-        app.decider.stats().reset(&request.domain, &descriptor.entries);
+    if matched > 0 {
+        for descriptor in &request.descriptors {
+            app.decider.stats().reset(&request.domain, &descriptor.entries);
+        }
     }
     tracing::info!(target: "slidegate", domain = request.domain, limits = matched, reset, "counters reset by the admin API");
     let mut answer = json!({ "result": "ok", "limits": matched, "reset": reset });

@@ -96,6 +96,29 @@ fn shown(domain: &str, entries: &[(String, String)]) -> String {
     shown
 }
 
+/// The most bytes of a descriptor the sketch keys it by as it is; a
+/// longer one is keyed by its digest (the sketch's memory stays bounded).
+const MAX_KEY_BYTES: usize = 512;
+
+/// The most limited identities' key of a descriptor: its domain and
+/// entries, each length-prefixed, so two descriptors never share a row
+/// (`user="a, b=c"` is not `user=a, b=c`); past [`MAX_KEY_BYTES`], its
+/// SHA-256.
+fn sketch_key(domain: &str, entries: &[(String, String)]) -> String {
+    let mut key = String::new();
+    let parts = std::iter::once(domain).chain(entries.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]));
+    for part in parts {
+        key.push_str(itoa::Buffer::new().format(part.len()));
+        key.push(':');
+        key.push_str(part);
+    }
+    if key.len() <= MAX_KEY_BYTES {
+        return key;
+    }
+    use sha2::Digest as _;
+    sha2::Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// One limit's decision in a request, as [`ServiceStats::decided`] counts it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Counted<'a> {
@@ -127,8 +150,8 @@ impl ServiceStats {
     /// A failure policy's answer counts the request as degraded (once);
     /// each decision counts in its limit's counters (see [`counters`]);
     /// each denial counts by its limit, in
-    /// `slidegate_service_over_limit_total{domain,limit}` or, a shadow
-    /// limit's, `slidegate_shadow_over_limit_total{domain,limit}`; each
+    /// `slidegate_service_over_limit_total{domain,limit,name}` or, a shadow
+    /// limit's, `slidegate_shadow_over_limit_total{domain,limit,name}`; each
     /// part an enforced limit denied counts among the most limited
     /// identities, with the numbers of its longest wait.
     pub(crate) fn decided<'a, L>(&self, domain: &str, who: &[&[(String, String)]], limits: L)
@@ -158,7 +181,13 @@ impl ServiceStats {
             } else {
                 continue;
             };
-            metrics::counter!(name, "domain" => domain.to_owned(), "limit" => key.into_owned()).increment(1);
+            metrics::counter!(
+                name,
+                "domain" => domain.to_owned(),
+                "limit" => key.into_owned(),
+                "name" => counted.name.to_owned()
+            )
+            .increment(1);
         }
         for (part, entries) in who.iter().enumerate() {
             let binding = limits
@@ -179,21 +208,24 @@ impl ServiceStats {
 
     /// Counts a limited request of the descriptor `entries` in `domain`.
     fn limited(&self, domain: &str, entries: &[(String, String)], denial: Denial<'_>) {
-        let shown = shown(domain, entries);
-        let descriptor = || Descriptor {
-            domain: domain.to_owned(),
-            entries: entries
-                .iter()
-                .map(|(key, value)| Entry { key: key.clone(), value: value.clone() })
-                .collect(),
+        let shown = || {
+            let descriptor = Descriptor {
+                domain: domain.to_owned(),
+                entries: entries
+                    .iter()
+                    .map(|(key, value)| Entry { key: key.clone(), value: value.clone() })
+                    .collect(),
+            };
+            (shown(domain, entries), descriptor)
         };
-        self.top.lock().unwrap_or_else(PoisonError::into_inner).record(&shown, descriptor, denial);
+        let key = sketch_key(domain, entries);
+        self.top.lock().unwrap_or_else(PoisonError::into_inner).record(&key, shown, denial);
     }
 
     /// An operator reset the counters of the descriptor `entries` in
     /// `domain`: its row among the most limited identities says so.
     pub(crate) fn reset(&self, domain: &str, entries: &[(String, String)]) {
-        self.top.lock().unwrap_or_else(PoisonError::into_inner).forgot(&shown(domain, entries));
+        self.top.lock().unwrap_or_else(PoisonError::into_inner).forgot(&sketch_key(domain, entries));
     }
 
     /// Counts a request answered on `edge` (RLS, the HTTP API):
@@ -289,6 +321,26 @@ mod tests {
         assert_eq!(top[0].identity, "edge: user=alice");
         assert_eq!((top[0].count, top[0].remaining, top[0].retry_after_ms), (1, 2, 3000));
         assert_eq!(stats.degraded_total(), 0);
+    }
+
+    #[test]
+    fn descriptors_shown_alike_are_counted_apart_and_reset_each_its_own() {
+        let stats = ServiceStats::default();
+        let (one, two) = (entries(&[("user", "a, b=c")]), entries(&[("user", "a"), ("b", "c")]));
+        let second = Duration::from_secs(1);
+        for who in [&one, &two, &two] {
+            stats.decided("edge", &[who], [counted(0, Decision::limited(5, 0, second, second))]);
+        }
+        let top = stats.top();
+        assert_eq!(top.len(), 2, "two rows, though both show as `edge: user=a, b=c`: {top:?}");
+        assert!(top.iter().all(|h| h.identity == "edge: user=a, b=c"));
+        assert_eq!(top[0].descriptor.as_ref().map(|d| d.entries.len()), Some(2), "the one counted twice");
+        assert_eq!(top[1].descriptor.as_ref().map(|d| d.entries.len()), Some(1));
+        stats.reset("edge", &one);
+        let top = stats.top();
+        assert_eq!((top[0].state, top[1].state), ("limited", "reset"), "only its own row");
+        let long = entries(&[("user", &"x".repeat(2000))]);
+        assert_eq!(sketch_key("edge", &long).len(), 64, "a long descriptor is keyed by its digest");
     }
 
     #[test]

@@ -108,21 +108,18 @@ impl TopLimited {
         TopLimited { capacity: capacity.max(1), entries: HashMap::with_capacity(capacity.max(1)) }
     }
 
-    /// Counts one limited request of `identity`, whose domain and entries
-    /// `descriptor` gives (built only when it is new to the sketch).
+    /// Counts one limited request of the identity `key` (the caller's
+    /// unambiguous spelling of it, at most a few hundred bytes); `shown`
+    /// gives how it is shown and its domain and entries, built only when
+    /// it is new to the sketch.
     pub(crate) fn record(
         &mut self,
-        identity: &str,
-        descriptor: impl FnOnce() -> Descriptor,
+        key: &str,
+        shown: impl FnOnce() -> (String, Descriptor),
         denial: Denial<'_>,
     ) {
         let now_ms = now_ms();
-        if let Some(heavy) = self.entries.get_mut(identity) {
-            heavy.denied(denial, now_ms);
-            return;
-        }
-        let shown = shown(identity);
-        if let Some(heavy) = self.entries.get_mut(&shown) {
+        if let Some(heavy) = self.entries.get_mut(key) {
             heavy.denied(denial, now_ms);
             return;
         }
@@ -131,16 +128,18 @@ impl TopLimited {
         } else {
             // The least counted gives its place; the newcomer inherits its
             // count as error (it may have been counted there before).
-            let Some(least) = self.entries.values().min_by_key(|h| h.count).map(|h| h.identity.clone())
+            let Some(least) = self.entries.iter().min_by_key(|(_, h)| h.count).map(|(key, _)| key.clone())
             else {
                 return;
             };
             let min = self.entries.remove(&least).map_or(0, |h| h.count);
             (min, min)
         };
+        let (full, descriptor) = shown();
+        let identity = self::shown(&full);
         let mut heavy = Heavy {
-            descriptor: (shown == identity).then(descriptor),
-            identity: shown.clone(),
+            descriptor: (identity == full).then_some(descriptor),
+            identity,
             limited_5m: 0,
             count,
             error,
@@ -152,13 +151,13 @@ impl TopLimited {
             minutes: Minutes::default(),
         };
         heavy.denied(denial, now_ms);
-        self.entries.insert(shown, heavy);
+        self.entries.insert(key.to_owned(), heavy);
     }
 
-    /// Marks `identity`'s counters as reset by an operator: nothing of its
-    /// last denial stands.
-    pub(crate) fn forgot(&mut self, identity: &str) {
-        if let Some(heavy) = self.entries.get_mut(identity) {
+    /// Marks the counters of the identity `key` as reset by an operator:
+    /// nothing of its last denial stands.
+    pub(crate) fn forgot(&mut self, key: &str) {
+        if let Some(heavy) = self.entries.get_mut(key) {
             (heavy.remaining, heavy.retry_after_ms, heavy.state) = (0, 0, "reset");
         }
     }
@@ -214,8 +213,9 @@ mod tests {
         Denial { remaining, retry_after, limit: "l", banned: false }
     }
 
-    fn none() -> Descriptor {
-        Descriptor { domain: "d".into(), entries: Vec::new() }
+    /// An identity shown as its key, of no entries.
+    fn record(top: &mut TopLimited, key: &str, denial: Denial<'_>) {
+        top.record(key, || (key.to_owned(), Descriptor { domain: "d".into(), entries: Vec::new() }), denial);
     }
 
     #[test]
@@ -224,15 +224,15 @@ mod tests {
         // Three attackers among 2,000 one-off identities: 3,900 in all, and
         // each attacker above 3,900 / k, which the sketch guarantees to keep.
         for i in 0..2_000u32 {
-            top.record(&format!("noise-{i}"), none, denial(0, Duration::ZERO));
+            record(&mut top, &format!("noise-{i}"), denial(0, Duration::ZERO));
             if i % 2 == 0 {
-                top.record("attacker-a", none, denial(0, Duration::from_millis(500)));
+                record(&mut top, "attacker-a", denial(0, Duration::from_millis(500)));
             }
             if i % 4 == 0 {
-                top.record("attacker-b", none, denial(1, Duration::ZERO));
+                record(&mut top, "attacker-b", denial(1, Duration::ZERO));
             }
             if i % 5 == 0 {
-                top.record("attacker-c", none, denial(2, Duration::ZERO));
+                record(&mut top, "attacker-c", denial(2, Duration::ZERO));
             }
         }
         let heavy = top.top(now_ms());
@@ -250,8 +250,8 @@ mod tests {
     fn cuts_hostile_identities() {
         let mut top = TopLimited::new(2);
         let long = "é".repeat(1000);
-        top.record(&long, none, denial(0, Duration::ZERO));
-        top.record(&long, none, denial(0, Duration::ZERO));
+        record(&mut top, &long, denial(0, Duration::ZERO));
+        record(&mut top, &long, denial(0, Duration::ZERO));
         let heavy = top.top(now_ms());
         assert_eq!(heavy.len(), 1);
         assert_eq!(heavy[0].count, 2, "a cut identity is still one identity");
