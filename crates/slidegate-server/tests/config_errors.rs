@@ -717,6 +717,17 @@ fn past_a_hundred_broken_descriptors_the_rest_goes_unread_and_says_so() {
     );
 }
 
+/// A YAML syntax error is reported once, and the reading stops there:
+/// past it, the parser's view of the text would blame good descriptors.
+#[test]
+fn a_syntax_error_stops_the_reading_there() {
+    let all = errors(
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 5\n  - key: b\n    \
+         rate_limit: {unit: minute, requests_per_unit: 5}\n  - key: c\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
+    );
+    assert_eq!(all.len(), 1, "{all:#?}");
+}
+
 /// An error outside any descriptor stops the file there (nothing to set
 /// aside), and is still reported at its position.
 #[test]

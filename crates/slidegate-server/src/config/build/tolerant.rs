@@ -1,7 +1,9 @@
-//! Reading a file past its broken list items: a YAML or shape error inside
-//! one descriptor (or route) is reported, that item is set aside, and the
-//! rest of the file is read again — so one `--check` reports every broken
-//! item, each at its position, not only the first.
+//! Reading a file past its broken list items: a shape error inside one
+//! descriptor (or route) — an unknown field, a list for a number — is
+//! reported, that item is set aside, and the rest of the file is read
+//! again, so one `--check` reports every broken item, each at its
+//! position, not only the first. A YAML syntax error stops the reading
+//! there: past it, the parser's view of the text cannot be trusted.
 
 use std::ops::Range;
 use std::path::Path;
@@ -14,14 +16,15 @@ use crate::config::error::ConfigError;
 /// The most items set aside in one file before the rest goes unread.
 const MAX_SET_ASIDE: usize = 100;
 
-/// The most bytes parsed for one file, all rounds together: a 4 MiB file
-/// is read again at most 16 times.
+/// The most bytes parsed for one file's rounds after the first: a 4 MiB
+/// file is read again at most 16 times.
 const MAX_PARSED_BYTES: usize = 64 << 20;
 
-/// Parses `text` as `T`, adding each error to `errors`. An error inside an
-/// item of a block list that is the value of one of `list_keys` sets that
-/// item aside (its lines are blanked, so every position holds) and the
-/// text is parsed again. `None` when an error lies anywhere else, or when
+/// Parses `text` as `T`, adding each error to `errors`. A shape error
+/// inside an item of a block list that is the value of one of `list_keys`
+/// sets that item aside (its lines are blanked, so every position holds) and the
+/// text is parsed again. `None` after a syntax error, an error anywhere
+/// else, or when
 /// the file has more broken items than it may be read again for
 /// ([`MAX_SET_ASIDE`], [`MAX_PARSED_BYTES`]): nothing of the file is
 /// built. With the value, how many items were set aside.
@@ -41,6 +44,9 @@ pub(in crate::config) fn parse<T: DeserializeOwned>(
             Err(error) => error,
         };
         errors.push(yaml_error(file, &error));
+        if is_syntax(&error) {
+            return None;
+        }
         let line = error.location().and_then(|l| usize::try_from(l.line()).ok())?.checked_sub(1)?;
         let item = enclosing_item(&lines, line, list_keys)?;
         if set_aside == rounds {
@@ -60,6 +66,15 @@ pub(in crate::config) fn parse<T: DeserializeOwned>(
         current = std::borrow::Cow::Owned(next);
     }
     None
+}
+
+/// Whether `error` is the YAML parser's own (the text is no YAML there),
+/// not a value of the wrong shape.
+fn is_syntax(error: &serde_saphyr::Error) -> bool {
+    matches!(
+        error.without_snippet(),
+        serde_saphyr::Error::ExternalMessage { .. } | serde_saphyr::Error::Eof { .. }
+    )
 }
 
 /// The lines (0-based) of the innermost item holding line `line` of a
