@@ -208,7 +208,7 @@ impl ServiceStats {
 
     /// Counts a limited request of the descriptor `entries` in `domain`.
     fn limited(&self, domain: &str, entries: &[(String, String)], denial: Denial<'_>) {
-        let shown = || {
+        let new_row = || {
             let descriptor = Descriptor {
                 domain: domain.to_owned(),
                 entries: entries
@@ -219,7 +219,7 @@ impl ServiceStats {
             (shown(domain, entries), descriptor)
         };
         let key = sketch_key(domain, entries);
-        self.top.lock().unwrap_or_else(PoisonError::into_inner).record(&key, shown, denial);
+        self.top.lock().unwrap_or_else(PoisonError::into_inner).record(&key, new_row, denial);
     }
 
     /// An operator reset the counters of the descriptor `entries` in
