@@ -172,7 +172,7 @@ impl Decider {
                 // A descriptor's own limit is named by the request's values:
                 // one name in the metrics for all of them.
                 name: if item.limit.source == OVERRIDE_SOURCE { "request" } else { item.limit.label() },
-                counters: Some(&item.limit.counters),
+                counters: &item.limit.counters,
                 hits: item.cost,
                 decision: item.outcome?,
             })

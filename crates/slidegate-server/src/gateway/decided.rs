@@ -35,7 +35,7 @@ pub(super) fn count(
         stat_key: &limit.limit.stat_key,
         names_values: false,
         name: limit.limit.label(),
-        counters: Some(&limit.limit.counters),
+        counters: &limit.limit.counters,
         hits: 1,
         decision: *decision,
     });

@@ -28,15 +28,14 @@ impl UpstreamHealth {
     }
 
     /// What `/v1/stats` shows of it at second `now`: answers and failures
-    /// in the last five minutes, failures per second of each, and the
-    /// time to an answer's head (p50, p99, µs) of the last minute or two.
+    /// in the last five minutes, and the time to an answer's head (p50,
+    /// p99, µs) of the last minute or two.
     pub(crate) fn view(&self, now: u64) -> Value {
         let (answered, failed) = self.answers.series(now);
         let latency = self.latency.quantiles(now, &[0.5, 0.99]);
         json!({
             "answered_5m": answered.iter().map(|&n| u64::from(n)).sum::<u64>(),
             "failed_5m": failed.iter().map(|&n| u64::from(n)).sum::<u64>(),
-            "failed": failed,
             "latency_us": latency.map(|q| json!({ "p50": q[0], "p99": q[1] })),
         })
     }

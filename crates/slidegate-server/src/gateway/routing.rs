@@ -305,8 +305,10 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
                 None => Outcome::Admitted,
             };
             if matches!(outcome, Outcome::Admitted | Outcome::Limited) {
-                route.rates.record(now_s(), outcome == Outcome::Admitted);
-                gateway.stats().routed(Edge::Gateway, outcome == Outcome::Admitted);
+                // One clock read for both.
+                let now = now_s();
+                route.rates.record(now, outcome == Outcome::Admitted);
+                gateway.stats().routed(Edge::Gateway, now, outcome == Outcome::Admitted);
             }
             route.metrics.record(outcome, started);
             Ok(response)

@@ -45,8 +45,14 @@ pub(crate) struct Labels<'a> {
 
 /// One limit's counters, registered on its first decision after the
 /// server's recorder is installed, and then recorded without a lookup.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct LimitCounters(OnceLock<[Counter; 5]>);
+
+impl Default for LimitCounters {
+    fn default() -> LimitCounters {
+        LimitCounters::new()
+    }
+}
 
 impl Clone for LimitCounters {
     /// A fresh cell: the clone registers the same series again when it
@@ -66,6 +72,11 @@ impl PartialEq for LimitCounters {
 impl Eq for LimitCounters {}
 
 impl LimitCounters {
+    /// Counters not yet registered.
+    pub(crate) const fn new() -> LimitCounters {
+        LimitCounters(OnceLock::new())
+    }
+
     /// Counts a decision of `hits` under the limit `labels` names.
     pub(crate) fn record(&self, labels: Labels<'_>, hits: u64, decision: &Decision) {
         if crate::runtime::telemetry::recorder_is_installed() {

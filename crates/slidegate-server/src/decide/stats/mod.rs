@@ -133,8 +133,9 @@ pub(crate) struct Counted<'a> {
     pub(crate) names_values: bool,
     /// The limit's name (its rule's).
     pub(crate) name: &'a str,
-    /// The limit's own counters (`None`: counted by lookup).
-    pub(crate) counters: Option<&'a LimitCounters>,
+    /// The limit's own counters (not used when the stats key names
+    /// request values: those are counted by lookup).
+    pub(crate) counters: &'a LimitCounters,
     /// The request's weight.
     pub(crate) hits: u64,
     pub(crate) decision: Decision,
@@ -170,9 +171,10 @@ impl ServiceStats {
                 false => Cow::Borrowed(counted.stat_key),
             };
             let labels = Labels { domain, limit: &key, name: counted.name };
-            match counted.counters.filter(|_| !counted.names_values) {
-                Some(counters) => counters.record(labels, counted.hits, &counted.decision),
-                None => LimitCounters::record_uncached(labels, counted.hits, &counted.decision),
+            if counted.names_values {
+                LimitCounters::record_uncached(labels, counted.hits, &counted.decision);
+            } else {
+                counted.counters.record(labels, counted.hits, &counted.decision);
             }
             let name = if counted.decision.is_shadow_denial() {
                 "slidegate_shadow_over_limit_total"
@@ -233,13 +235,14 @@ impl ServiceStats {
     /// neither).
     pub(crate) fn answered(&self, edge: Edge, outcome: &Result<CheckAnswer, CheckError>) {
         if let Ok(answer) = outcome {
-            self.routed(edge, answer.code == Code::Ok);
+            self.routed(edge, now_s(), answer.code == Code::Ok);
         }
     }
 
-    /// Counts a request decided on `edge`: admitted, or limited.
-    pub(crate) fn routed(&self, edge: Edge, admitted: bool) {
-        self.edges[edge as usize].record(now_s(), admitted);
+    /// Counts a request decided on `edge` in second `now_s`: admitted, or
+    /// limited.
+    pub(crate) fn routed(&self, edge: Edge, now_s: u64, admitted: bool) {
+        self.edges[edge as usize].record(now_s, admitted);
     }
 
     /// Per edge (`rls`, `http`, `gateway`), requests admitted and limited
@@ -293,13 +296,15 @@ mod tests {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
 
+    static COUNTERS: LimitCounters = LimitCounters::new();
+
     fn counted(part: usize, decision: Decision) -> Counted<'static> {
         Counted {
             part,
             stat_key: "edge.user",
             names_values: false,
             name: "u",
-            counters: None,
+            counters: &COUNTERS,
             hits: 1,
             decision,
         }
