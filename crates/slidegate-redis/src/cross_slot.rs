@@ -141,8 +141,12 @@ async fn reserve(
     }
     for &(i, _) in &charged {
         if let Some(reply) = &mut decoded[i] {
+            // A budget's charge stays (it is never taken back).
             for (decision, request) in reply.decisions.iter_mut().zip(&parts[i]) {
-                decision.remaining = decision.remaining.saturating_add(request.cost()).min(decision.limit);
+                if !request.rule().is_budget() {
+                    decision.remaining =
+                        decision.remaining.saturating_add(request.cost()).min(decision.limit);
+                }
             }
         }
     }
@@ -158,8 +162,20 @@ async fn reserve(
 /// ran, and running it twice could take back another request's charge of
 /// the same millisecond. If it fails, the charge stays until it leaves
 /// the window (every key has a TTL): the error errs on the side of the limit.
+///
+/// A budget's charge stays: it records what was spent, whatever the other
+/// dimensions decided.
 async fn release(store: &RedisStore, part: &[Request<'_>], reply: &Reply) {
-    let call = release_call::call(store.scripts(), store.prefix(), part, &reply.receipts, reply.now);
+    let (part, receipts): (Vec<Request<'_>>, Vec<i64>) = part
+        .iter()
+        .zip(&reply.receipts)
+        .filter(|(request, _)| !request.rule().is_budget())
+        .map(|(request, &receipt)| (request.clone(), receipt))
+        .unzip();
+    if part.is_empty() {
+        return;
+    }
+    let call = release_call::call(store.scripts(), store.prefix(), &part, &receipts, reply.now);
     match store.send(&call).await {
         Ok(_) => metrics::counter!("slidegate_cross_slot_releases_total").increment(1),
         Err(error) => {

@@ -62,7 +62,8 @@ pub enum Source {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Decision {
-    /// Whether the request may proceed. Denied requests are not charged.
+    /// Whether the request may proceed. Denied requests are not charged,
+    /// except by a [budget](crate::Rule::budget), which records every cost.
     pub allowed: bool,
     /// How the decision came about.
     pub state: State,
@@ -82,11 +83,11 @@ pub struct Decision {
     pub violations: u32,
     /// Who answered.
     pub source: Source,
-    /// After a charge (which is recorded whatever remains, see
-    /// [`algorithm::State::charge`](crate::algorithm::State::charge)): how
-    /// far over the limit the identity now is, the cost that must leave
-    /// the window before anything is admitted again (saturating at
-    /// `u32::MAX`). 0 for checks.
+    /// After a charge — a [budget](crate::Rule::budget)'s check or
+    /// [`Limiter::charge`](crate::Limiter::charge), recorded whatever
+    /// remains: how far over the limit the identity now is, the cost that
+    /// must leave the window before anything is admitted again (saturating
+    /// at `u32::MAX`). 0 for other checks.
     pub debt: u32,
 }
 
@@ -143,17 +144,29 @@ impl Decision {
         }
     }
 
-    /// A charge recorded whatever remained: admitted, with `remaining`
-    /// and `debt` from the cost now counted (`used`); `retry_after` is how
-    /// long until a request of weight 1 would be admitted.
-    pub(crate) fn charged(limit: u32, used: u64, retry_after: Duration, reset_after: Duration) -> Decision {
+    /// A charge of `cost` recorded whatever remained, with `remaining` and
+    /// `debt` from the cost now counted (`used`). It is `allowed` when the
+    /// identity had something left before it (what a budget's check
+    /// answers): something remains now, or the debt is less than the
+    /// cost. `retry_after` is how long until a request of weight 1 would
+    /// be admitted.
+    pub(crate) fn charged(
+        limit: u32,
+        cost: u32,
+        used: u64,
+        retry_after: Duration,
+        reset_after: Duration,
+    ) -> Decision {
         let over = used.saturating_sub(u64::from(limit));
-        Decision {
-            remaining: u32::try_from(u64::from(limit).saturating_sub(used)).unwrap_or(u32::MAX),
-            retry_after,
-            debt: u32::try_from(over).unwrap_or(u32::MAX),
-            ..Decision::allowed(limit, 0, reset_after)
+        let remaining = u32::try_from(u64::from(limit).saturating_sub(used)).unwrap_or(u32::MAX);
+        let debt = u32::try_from(over).unwrap_or(u32::MAX);
+        let mut decision =
+            Decision { remaining, retry_after, debt, ..Decision::allowed(limit, 0, reset_after) };
+        if remaining == 0 && debt >= cost {
+            decision.allowed = false;
+            decision.state = State::Limited;
         }
+        decision
     }
 
     /// The same decision, from `source`.

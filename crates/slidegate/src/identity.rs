@@ -101,12 +101,17 @@ impl std::fmt::Display for Identity<'_> {
     }
 }
 
-/// Checks that `cost` can ever be admitted under `rule`.
+/// Checks that `cost` can ever be admitted under `rule`: 1 to its limit,
+/// or any cost for a [budget](Rule::budget).
 ///
 /// # Errors
 ///
-/// [`ErrorKind::InvalidCost`] when `cost` is 0 or larger than the limit.
+/// [`ErrorKind::InvalidCost`] when `cost` is 0 or larger than the limit
+/// of a rule that is no budget.
 pub fn validate_cost(rule: &Rule, cost: u32) -> Result<(), Error> {
+    if rule.is_budget() {
+        return Ok(());
+    }
     if cost == 0 {
         return Err(Error::new(ErrorKind::InvalidCost, "cost must be at least 1"));
     }

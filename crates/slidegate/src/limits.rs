@@ -66,3 +66,16 @@ pub const DEFAULT_DENY_CACHE_CAPACITY: usize = 100_000;
 
 /// Default [`MemoryStoreBuilder::max_keys`].
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+
+/// The furthest a charge ([`Rule::budget`](crate::Rule::budget),
+/// [`Limiter::charge`](crate::Limiter::charge)) takes a GCRA bucket's
+/// arrival time ahead of now, in units of `1/limit` ms (2^53 - 1: exact in
+/// the Redis scripts' doubles; a full bucket is less, see
+/// [`GCRA_MAX_PRODUCT`]).
+/// Charges beyond it are recorded up to it.
+pub const GCRA_MAX_AHEAD: u64 = (1 << 53) - 1;
+
+/// The most cost a sliding log holds in its window (2^49: its running
+/// totals stay exact in the Redis scripts' doubles). Charges beyond it
+/// are recorded up to it.
+pub const MAX_LOGGED: u64 = 1 << 49;

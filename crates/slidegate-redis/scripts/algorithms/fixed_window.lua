@@ -20,9 +20,9 @@ function FIXED.eval(key, r, cost, now)
   end
   local ends = (w + 1) * r.window - now
   if n + cost <= r.limit then
-    return { fits = true, w = w, n = n, ends = ends, remaining = r.limit - n }
+    return { fits = true, w = w, n = n, used = n, ends = ends, remaining = r.limit - n }
   end
-  return { fits = false, remaining = nonneg(r.limit - n), retry = ends, reset = ends }
+  return { fits = false, w = w, n = n, used = n, ends = ends, remaining = nonneg(r.limit - n), retry = ends, reset = ends }
 end
 
 function FIXED.idle(key, r, now, v)
@@ -34,6 +34,13 @@ function FIXED.charge(key, r, cost, now, v)
   redis.call('HSET', key, 'w', string.format('%d', v.w), 'n', v.n + cost)
   redis.call('PEXPIRE', key, v.ends + SLACK_MS)
   return r.limit - v.n - cost, v.ends
+end
+
+function FIXED.record(key, r, cost, now, v)
+  local n = math.min(v.n + cost, MAX_ENTRY)
+  redis.call('HSET', key, 'w', string.format('%d', v.w), 'n', string.format('%d', n))
+  redis.call('PEXPIRE', key, v.ends + SLACK_MS)
+  return n, v.ends
 end
 
 -- Taken back from the window the charge was made in, if the key still

@@ -31,11 +31,15 @@ function GCRA.eval(key, r, cost, now)
       ahead = ahead,
       next = ahead + cost * r.window,
       seq = seq,
+      used = math.ceil(ahead / r.window),
       remaining = math.floor((cap - ahead) / r.window),
     }
   end
   return {
     fits = false,
+    ahead = ahead,
+    seq = seq,
+    used = math.ceil(ahead / r.window),
     remaining = math.floor(nonneg(cap - ahead) / r.window),
     retry = math.ceil((ahead - room) / r.limit),
     reset = math.ceil(ahead / r.limit),
@@ -56,6 +60,18 @@ function GCRA.charge(key, r, cost, now, v)
   local seq = v.seq + 1
   redis.call('SET', key, string.format('%d:%d:%d', now + whole, rem, seq), 'PX', reset + SLACK_MS)
   return math.floor((r.window * r.limit - v.next) / r.window), reset, seq
+end
+
+-- A debt is kept up to GCRA_MAX_AHEAD units ahead (as the model; exact
+-- in doubles: a value rounded up to 2^53 still compares above it).
+local GCRA_MAX_AHEAD = 9007199254740991
+
+function GCRA.record(key, r, cost, now, v)
+  local next = math.min(v.ahead + cost * r.window, GCRA_MAX_AHEAD)
+  local whole = math.floor(next / r.limit)
+  local reset = math.ceil(next / r.limit)
+  redis.call('SET', key, string.format('%d:%d:%d', now + whole, next - whole * r.limit, v.seq + 1), 'PX', reset + SLACK_MS)
+  return math.ceil(next / r.window), reset
 end
 
 -- GCRA is not additive: a charge to a bucket ahead of its own time adds

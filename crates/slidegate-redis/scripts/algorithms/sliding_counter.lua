@@ -64,6 +64,8 @@ function COUNTER.eval(key, r, cost, now)
   end
   return {
     fits = false,
+    used = used,
+    newest = newest,
     remaining = nonneg(r.limit - used),
     retry = nonneg(retry_at - now),
     reset = nonneg(drop_time(newest, r) - now),
@@ -88,6 +90,24 @@ function COUNTER.charge(key, r, cost, now, v)
     redis.pcall('HPEXPIRE', key, drop_time(cur, r) - now + SLACK_MS, 'FIELDS', 1, field)
   end
   return r.limit - v.used - cost, reset
+end
+
+function COUNTER.record(key, r, cost, now, v)
+  local cur = bucket_of(now, r)
+  local field = string.format('%d', cur)
+  local n = redis.call('HINCRBY', key, field, cost)
+  if n > MAX_ENTRY then
+    redis.call('HSET', key, field, MAX_ENTRY)
+    cost = cost - (n - MAX_ENTRY)
+  end
+  local newest = cur
+  if v.newest ~= nil and v.newest > newest then newest = v.newest end
+  local reset = drop_time(newest, r) - now
+  redis.call('PEXPIRE', key, reset + SLACK_MS)
+  if r.field_ttl then
+    redis.pcall('HPEXPIRE', key, drop_time(cur, r) - now + SLACK_MS, 'FIELDS', 1, field)
+  end
+  return v.used + cost, reset
 end
 
 -- The charge made at `at` is in bucket_of(at): taken back from it (a

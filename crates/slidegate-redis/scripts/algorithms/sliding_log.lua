@@ -7,7 +7,8 @@
 -- nothing (expired entries are dropped whatever the decision).
 --
 -- Two layouts of the same log:
---   packed (new keys of rules with limit <= PACKED_MAX): a string of
+--   packed (new keys of rules with limit <= PACKED_MAX, but for charges):
+--     a string of
 --     6-byte big-endian times, one per admitted unit of cost, read with
 --     one GET and written with one SET .. PX (6 bytes per unit);
 --   list (larger limits): a list of items, one per request (requests of
@@ -16,8 +17,9 @@
 --     two totals, so a request costs O(1) however large its cost or the
 --     log — pushed and trimmed at the ends (rewriting a string copies it
 --     all); ~20 bytes per item.
--- A packed log whose rule's limit rises past PACKED_MAX becomes a list,
--- every entry kept. A list becomes packed again only once it holds no
+-- A packed log whose rule's limit rises past PACKED_MAX, or that is
+-- charged (a charge may take it past its limit, see LOG.record), becomes
+-- a list, every entry kept. A list becomes packed again only once it holds no
 -- charge: it keeps every charge still in the window, also when the limit
 -- falls back (adaptive limits, a named rule changed) and rises again
 -- within the window, so no charge is ever forgotten. Decisions are the
@@ -302,6 +304,8 @@ function LIST.newest(h)
   return (unpack_item(redis.call('LINDEX', h.key, -1)))
 end
 
+-- Returns the reset time and the cost added: all of it, but for what
+-- would take one millisecond's item past MAX_ENTRY (only a charge can).
 function LIST.add(h, now, cost, window)
   -- The tail read again: another dimension of this call may have added.
   local tail = redis.call('LINDEX', h.key, -1)
@@ -312,6 +316,7 @@ function LIST.add(h, now, cost, window)
     redis.call('RPUSH', h.key, pack_item(now, cost, total))
   else
     local t, c, tail_total = unpack_item(tail)
+    if t == now then cost = math.min(cost, MAX_ENTRY - c) end
     total = tail_total + cost
     if t == now then
       redis.call('LSET', h.key, -1, pack_item(now, c + cost, total))
@@ -327,6 +332,8 @@ function LIST.add(h, now, cost, window)
       local first
       if before and struct.unpack(ITEM, before) == now then
         local _, bc, btotal = unpack_item(before)
+        cost = math.min(cost, MAX_ENTRY - bc)
+        total = tail_total + cost
         redis.call('LTRIM', h.key, 0, -#later - 2)
         first = pack_item(now, bc + cost, btotal + cost)
       else
@@ -341,7 +348,7 @@ function LIST.add(h, now, cost, window)
   local reset = newest + window - now
   redis.call('PEXPIRE', h.key, reset + SLACK_MS)
   written[h.key] = true
-  return reset
+  return reset, cost
 end
 
 -- Keeps the newest `n` units of list `key` (n >= 1), dropping the oldest:
@@ -385,7 +392,7 @@ end
 -- holds starts over packed.
 local function open_log(key, r, now)
   local cutoff = now - r.window
-  if r.limit <= PACKED_MAX then
+  if r.limit <= PACKED_MAX and not r.charge then
     local h = PACKED.open(key, cutoff, r.window, r.limit)
     if h then return PACKED, h end
     h = LIST.open(key, cutoff, r.window)
@@ -412,6 +419,9 @@ function LOG.eval(key, r, cost, now)
   local excess = used + cost - r.limit
   return {
     fits = false,
+    used = used,
+    L = L,
+    h = h,
     remaining = nonneg(r.limit - used),
     retry = nonneg(L.at(h, excess - 1) + r.window - now),
     reset = newest_leaves(L, h, r.window, now),
@@ -427,6 +437,17 @@ end
 function LOG.charge(key, r, cost, now, v)
   local reset = v.L.add(v.h, now, cost, r.window)
   return r.limit - v.used - cost, reset, 1
+end
+
+-- The log holds at most MAX_LOGGED (2^49, as the model): totals stay
+-- below TOTAL_MAX once renumbered.
+local MAX_LOGGED = 562949953421312
+
+function LOG.record(key, r, cost, now, v)
+  cost = math.min(cost, MAX_LOGGED - v.used)
+  if cost <= 0 then return v.used, newest_leaves(v.L, v.h, r.window, now) end
+  local reset, added = v.L.add(v.h, now, cost, r.window)
+  return v.used + added, reset
 end
 
 function LOG.release(key, r, cost, at, receipt)

@@ -52,7 +52,8 @@ pub(crate) fn call<'s>(
             .arg(penalty.and_then(|p| p.warn_threshold()).unwrap_or(0))
             .arg(penalty.and_then(|p| p.ban_threshold()).unwrap_or(0))
             .arg(penalty.map_or(0, |p| p.ban_for_ms()))
-            .arg(penalty.map_or(0, |p| p.violation_cap()));
+            .arg(penalty.map_or(0, |p| p.violation_cap()))
+            .arg(u8::from(rule.is_budget()));
     }
     call
 }
@@ -71,12 +72,12 @@ pub(crate) struct Reply {
 /// Decodes the reply of a call for requests under `rules`.
 pub(crate) fn decode(rules: &[&Rule], reply: &[i64]) -> Result<Reply, Error> {
     let Some((&now, per_dimension)) = reply.split_last() else { return Err(unexpected(reply)) };
-    if per_dimension.len() != 7 * rules.len() {
+    if per_dimension.len() != 8 * rules.len() {
         return Err(unexpected(reply));
     }
     let mut decisions = Vec::with_capacity(rules.len());
     let mut receipts = Vec::with_capacity(rules.len());
-    for (rule, d) in rules.iter().zip(per_dimension.chunks_exact(7)) {
+    for (rule, d) in rules.iter().zip(per_dimension.chunks_exact(8)) {
         let mut decision = if d[0] == 1 {
             Decision::allowed(rule.limit(), count(d[1]), ms(d[3]))
         } else {
@@ -90,6 +91,11 @@ pub(crate) fn decode(rules: &[&Rule], reply: &[i64]) -> Result<Reply, Error> {
             _ => return Err(unexpected(reply)),
         };
         decision.violations = count(d[5]);
+        if rule.is_budget() {
+            // A charge: admitted into debt keeps its time to wait.
+            decision.retry_after = ms(d[2]);
+            decision.debt = count(d[7]);
+        }
         decisions.push(decision);
         receipts.push(d[6]);
     }

@@ -20,6 +20,8 @@ pub(crate) struct Check {
     limit: u32,
     window_ms: u64,
     cost: u32,
+    /// A budget's: recorded whatever remains (flag 2).
+    charge: bool,
 }
 
 /// Bytes of a packed check (see [`Check::pack`]).
@@ -36,6 +38,7 @@ impl Check {
             limit: rule.limit(),
             window_ms: rule.window_ms(),
             cost: request.cost(),
+            charge: rule.is_budget(),
         }
     }
 
@@ -52,13 +55,13 @@ impl Check {
     }
 
     /// entry/single.lua's first argument: the packed check, a flags byte (1: the
-    /// server has per-field hash TTL), then, for a sliding log, the key's
+    /// server has per-field hash TTL, 2: a budget's charge), then, for a sliding log, the key's
     /// TTL (window + `slack_ms`) in decimal, which fast/log.lua hands to
     /// `SET … PX` as it is (other algorithms' scripts read nothing there).
     fn argument(&self, field_ttl: bool, slack_ms: u64) -> Vec<u8> {
         let mut out = vec![0; CHECK_LEN + 1];
         self.pack(&mut out[..CHECK_LEN]);
-        out[CHECK_LEN] = u8::from(field_ttl);
+        out[CHECK_LEN] = u8::from(field_ttl) | (u8::from(self.charge) << 1);
         if self.algorithm == Algorithm::SlidingLog {
             out.extend_from_slice((self.window_ms + slack_ms).to_string().as_bytes());
         }
@@ -79,8 +82,8 @@ impl Check {
     }
 }
 
-/// Decodes a single script's reply: `{allowed, remaining, retry, reset}`,
-/// or a fast path's admitted request as one integer,
+/// Decodes a single script's reply: `{allowed, remaining, retry, reset}`
+/// (a charge's with its `debt` fifth), or a fast path's admitted request as one integer,
 /// `remaining * (2 * window + 2) + reset` (see `scripts/entry/single.lua`).
 pub(crate) fn decode(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
     if let &[packed] = reply {
@@ -89,12 +92,23 @@ pub(crate) fn decode(rule: &Rule, reply: &[i64]) -> Result<Decision, Error> {
         let remaining = u32::try_from(packed / span).map_err(|_| unexpected(reply))?;
         return Ok(Decision::allowed(rule.limit(), remaining, Duration::from_millis(packed % span)));
     }
-    let &[allowed, remaining, retry_ms, reset_ms] = reply else { return Err(unexpected(reply)) };
-    Ok(if allowed == 1 {
+    let (&[allowed, remaining, retry_ms, reset_ms] | &[allowed, remaining, retry_ms, reset_ms, _]) = reply
+    else {
+        return Err(unexpected(reply));
+    };
+    let mut decision = if allowed == 1 {
         Decision::allowed(rule.limit(), count(remaining), ms(reset_ms))
     } else {
         Decision::limited(rule.limit(), count(remaining), ms(retry_ms), ms(reset_ms))
-    })
+    };
+    if let &[.., debt] = reply
+        && reply.len() == 5
+    {
+        // A charge: admitted into debt keeps its time to wait.
+        decision.retry_after = ms(retry_ms);
+        decision.debt = count(debt);
+    }
+    Ok(decision)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::sync::{Mutex, OnceLock};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
 pub mod cluster;
+pub mod model;
 
 use slidegate::ManualClock;
 use slidegate_redis::RedisStore;

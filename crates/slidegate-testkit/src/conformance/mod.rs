@@ -7,6 +7,7 @@
 //! calls of the factory must not share state.
 
 pub mod apart;
+pub mod budgets;
 pub mod dimensions;
 pub mod extremes;
 mod helpers;
@@ -94,6 +95,12 @@ where
     penalties::a_flood_is_counted_up_to_the_cap(&s, &c).await;
     let (s, c) = fresh().await;
     extremes::the_edges_of_time(&s, &c).await;
+    let (s, c) = fresh().await;
+    budgets::charges_land_past_the_limit(&s, &c).await;
+    let (s, c) = fresh().await;
+    budgets::debt_is_paid_off_when_retry_after_says(&s, &c).await;
+    let (s, c) = fresh().await;
+    budgets::budgets_among_dimensions(&s, &c).await;
 }
 
 /// N requests pass, the N+1th is denied, keys are independent.

@@ -22,12 +22,25 @@ impl FixedWindow {
 
     /// Decides a request of `cost` (1..=limit) at `now` *without* counting
     /// it: an admitting decision reports what is left before the charge.
+    /// Changes nothing (as the Redis script, which writes only a charge).
     pub fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
-        let window = rule.window_ms();
+        let mut current = *self;
+        current.roll(rule.window_ms(), now);
+        current.decide(rule, now, cost)
+    }
+
+    /// Moves to the window of `now`, empty, when it is later than the
+    /// state's (an earlier one keeps the later count).
+    fn roll(&mut self, window: u64, now: u64) {
         let cur = now / window;
         if cur > self.index {
             *self = FixedWindow { index: cur, count: 0 };
         }
+    }
+
+    /// The verdict for `cost` in the state's window (rolled to `now`).
+    fn decide(&self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let window = rule.window_ms();
         let ends = Duration::from_millis(self.ends_at(window) - now);
         if u64::from(self.count) + u64::from(cost) <= u64::from(rule.limit()) {
             let reset = if self.count > 0 { ends } else { Duration::ZERO };
@@ -38,10 +51,13 @@ impl FixedWindow {
 
     /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.
     pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
-        let peeked = self.peek(rule, now, cost);
+        let mut current = *self;
+        current.roll(rule.window_ms(), now);
+        let peeked = current.decide(rule, now, cost);
         if !peeked.allowed {
             return peeked;
         }
+        *self = current;
         self.count += cost;
         let ends = Duration::from_millis(self.ends_at(rule.window_ms()) - now);
         Decision::allowed(rule.limit(), rule.limit() - self.count, ends)
@@ -51,17 +67,25 @@ impl FixedWindow {
     /// [`SlidingLog::charge`](super::SlidingLog::charge)): the window's
     /// count may pass the limit; checks are denied until the window ends,
     /// which pays any debt off at once (a fixed window's own arithmetic).
+    ///
+    /// A charge of 0 changes nothing (a stepped-back clock keeps seeing
+    /// the state as it was).
     pub fn charge(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
-        let window = rule.window_ms();
-        let cur = now / window;
-        if cur > self.index {
-            *self = FixedWindow { index: cur, count: 0 };
+        if cost == 0 {
+            let mut unchanged = *self;
+            return unchanged.record(rule, now, 0);
         }
+        self.record(rule, now, cost)
+    }
+
+    fn record(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let window = rule.window_ms();
+        self.roll(window, now);
         self.count = self.count.saturating_add(cost);
         let ends = Duration::from_millis(self.ends_at(window) - now);
         let retry = if self.count < rule.limit() { Duration::ZERO } else { ends };
         let reset = if self.count > 0 { ends } else { Duration::ZERO };
-        Decision::charged(rule.limit(), u64::from(self.count), retry, reset)
+        Decision::charged(rule.limit(), cost, u64::from(self.count), retry, reset)
     }
 
     /// When the current window ends (saturating at the end of time).

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::limits::GCRA_MAX_AHEAD;
 use crate::{Decision, Rule};
 
 /// State of GCRA: the theoretical arrival time (TAT) as whole milliseconds
@@ -67,10 +68,21 @@ impl Gcra {
     /// checks are denied until it is back within the window — the debt
     /// drains at the rule's rate (GCRA's own arithmetic). `debt` counts
     /// the units beyond a full bucket, rounded up.
+    ///
+    /// A charge of 0 changes nothing (a stepped-back clock keeps seeing
+    /// the state as it was).
     pub fn charge(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        if cost == 0 {
+            let mut unchanged = *self;
+            return unchanged.record(rule, now, 0);
+        }
+        self.record(rule, now, cost)
+    }
+
+    fn record(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         let n = u128::from(rule.limit());
         let w = u128::from(rule.window_ms());
-        let next = self.ahead(n, now) + u128::from(cost) * w;
+        let next = (self.ahead(n, now) + u128::from(cost) * w).min(u128::from(GCRA_MAX_AHEAD));
         self.tat_ms = now.saturating_add(u64::try_from(next / n).unwrap_or(u64::MAX));
         self.tat_rem = (next % n) as u64;
         let ms = |units: u128| Duration::from_millis(u64::try_from(ceil_div(units, n)).unwrap_or(u64::MAX));
@@ -78,7 +90,7 @@ impl Gcra {
         let retry = ms((next + w).saturating_sub(w * n));
         // Units in use: what the arrival time is ahead of now, in costs.
         let used = u64::try_from(ceil_div(next, w)).unwrap_or(u64::MAX);
-        Decision::charged(rule.limit(), used, retry, ms(next))
+        Decision::charged(rule.limit(), cost, used, retry, ms(next))
     }
 
     /// When the bucket is full again (0 when it already is).

@@ -65,7 +65,13 @@ impl State {
     ///
     /// If the state belongs to another algorithm than `rule`'s (a caller
     /// mixing states), it is replaced by fresh state for `rule`.
+    ///
+    /// A [budget](Rule::budget) is charged ([`charge`](Self::charge)):
+    /// its cost is recorded whatever remains.
     pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        if rule.is_budget() {
+            return self.charge(rule, now, cost);
+        }
         self.matching(rule);
         match self {
             State::Log(s) => s.check(rule, now, cost),
@@ -79,7 +85,9 @@ impl State {
     /// it (worked out once where the algorithm computes both).
     pub(crate) fn check_expiring(&mut self, rule: &Rule, now: u64, cost: u32) -> (Decision, u64) {
         self.matching(rule);
-        if let State::Counter(s) = self {
+        if let State::Counter(s) = self
+            && !rule.is_budget()
+        {
             let (decision, expires_at) = s.check_expiring(rule, now, cost);
             return (decision, u64::try_from(expires_at).unwrap_or(0));
         }
@@ -90,8 +98,11 @@ impl State {
     /// Decides like [`check`](Self::check) but charges nothing: an admitting
     /// decision reports the remaining quota and reset time *before* the
     /// charge. Only expired state is dropped. Multi-dimension checks peek at
-    /// every dimension and charge them only if all admit.
+    /// every dimension and charge them only if all admit. A
+    /// [budget](Rule::budget) admits whatever the cost while anything
+    /// remains: it is peeked at weight 1.
     pub fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
+        let cost = if rule.is_budget() { 1 } else { cost };
         self.matching(rule);
         match self {
             State::Log(s) => s.peek(rule, now, cost),
@@ -107,8 +118,15 @@ impl State {
     /// above the limit. Later checks are denied until the debt is paid
     /// off: exactly when enough of the window has slid past for the
     /// sliding log and counter, at the window's end for the fixed window,
-    /// at the rule's rate for GCRA. The decision is always admitting; its
-    /// `retry_after` is how long until a request of weight 1 would be.
+    /// at the rule's rate for GCRA (up to
+    /// [`GCRA_MAX_AHEAD`](crate::limits::GCRA_MAX_AHEAD)). The sliding log
+    /// holds up to [`MAX_LOGGED`](crate::limits::MAX_LOGGED); one entry (a
+    /// millisecond, a counter's bucket, a fixed window) up to `u32::MAX`.
+    ///
+    /// The decision is `allowed` when the identity had something left
+    /// before the charge (what a budget's check answers); its
+    /// `retry_after` is how long until a request of weight 1 would be
+    /// admitted.
     pub fn charge(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         self.matching(rule);
         match self {

@@ -133,7 +133,7 @@ impl SlidingCounter {
             let (denied, expires_at) = self.limited_expiring(rule, now, 1, self.total);
             (denied.retry_after, expires_at)
         };
-        Decision::charged(rule.limit(), self.total, retry, self.until(expires_at, now))
+        Decision::charged(rule.limit(), cost, self.total, retry, self.until(expires_at, now))
     }
 
     /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::entries::Entries;
+use crate::limits::MAX_LOGGED;
 use crate::{Decision, Rule};
 
 /// State of an exact sliding log: every admitted request with its time and
@@ -87,11 +88,12 @@ impl SlidingLog {
     pub fn charge(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         let (limit, window) = (u64::from(rule.limit()), rule.window_ms());
         self.prune(window, now);
+        let cost = u32::try_from(MAX_LOGGED.saturating_sub(self.total)).map_or(cost, |room| cost.min(room));
         if cost > 0 {
             self.total += u64::from(self.entries.add_sorted(now, cost));
         }
         let retry = if self.total < limit { Duration::ZERO } else { self.limited(rule, now, 1).retry_after };
-        Decision::charged(rule.limit(), self.total, retry, self.reset_after(window, now))
+        Decision::charged(rule.limit(), cost, self.total, retry, self.reset_after(window, now))
     }
 
     fn reset_after(&self, window: u64, now: u64) -> Duration {

@@ -215,6 +215,9 @@ impl<S: Store> Inner<S> {
     pub(super) fn remember(&self, request: &Request<'_>, sent: u64, decision: &Decision) {
         let Some(cache) = &self.deny_cache else { return };
         let (rule, identity) = (request.rule(), request.identity().as_str());
+        if rule.is_budget() {
+            return;
+        }
         if decision.allowed {
             cache.forget(rule, identity);
         } else if decision.state == crate::State::Banned

@@ -178,6 +178,46 @@ impl<S: Store> Limiter<S> {
         self.decide(rule, key, cost).await
     }
 
+    /// Records a charge of `cost` for `key` under `rule` whatever remains:
+    /// what a request really cost, learnt after it ran (an LLM response's
+    /// tokens, bytes sent). The identity may go into debt — the decision's
+    /// `remaining` is then 0 and its [`debt`](Decision::debt) how far over
+    /// the limit it is — and later checks are denied until enough of the
+    /// window has passed to pay it off (see [`algorithm::State::charge`]
+    /// for each algorithm's arithmetic). Any cost is taken, also 0 and more
+    /// than the limit. The decision is `allowed` when the identity had
+    /// something left before the charge; it is recorded either way.
+    /// Charging under `rule` is checking under it as a
+    /// [budget](Rule::budget), in the same state.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use slidegate::{Limiter, Rule};
+    ///
+    /// # tokio_test_shim::block_on(async {
+    /// let tokens = Rule::per_minute(NonZeroU32::new(1000).unwrap()).named("tokens")?;
+    /// let limiter = Limiter::in_memory();
+    /// assert!(limiter.charge(&tokens, "tenant-7", 700).await?.allowed);
+    /// let second = limiter.charge(&tokens, "tenant-7", 700).await?;
+    /// assert_eq!((second.allowed, second.remaining, second.debt), (true, 0, 400));
+    /// assert!(!limiter.check(&tokens, "tenant-7").await?.allowed, "in debt until the first 700 leave");
+    /// # Ok::<(), slidegate::Error>(()) }).unwrap();
+    /// # mod tokio_test_shim { pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #   tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f) } }
+    /// ```
+    ///
+    /// [`algorithm::State::charge`]: crate::algorithm::State::charge
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check).
+    pub async fn charge(&self, rule: &Rule, key: &str, cost: u32) -> Result<Decision, Error> {
+        if rule.is_budget() {
+            return self.decide(rule, key, cost).await;
+        }
+        self.decide(&rule.clone().budget(), key, cost).await
+    }
+
     /// Decides one request (cost 1) against several (rule, key) dimensions:
     /// admitted only if every dimension admits, and then every one is
     /// charged; if any denies, none is charged. Atomic in every store.

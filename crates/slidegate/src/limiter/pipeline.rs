@@ -48,9 +48,11 @@ impl<S: Store> Inner<S> {
     ) -> Result<Prepared<Decision, Request<'a>>, Error> {
         // A cost above the configured limit is validated as the limit (the
         // key still must be valid) and answered below.
-        let heavy = cost > rule.limit();
+        // A budget takes any cost.
+        let heavy = cost > rule.limit() && !rule.is_budget();
         let configured = rule;
-        let request = Request::new(rule, key, cost.min(rule.limit()))?.enforcing(scaling.rule(rule));
+        let request =
+            Request::new(rule, key, if heavy { rule.limit() } else { cost })?.enforcing(scaling.rule(rule));
         let rule = request.rule();
         if !self.enabled.load(Ordering::Relaxed) {
             return Ok(Prepared::Answered(Decision::disabled(rule.limit())));
@@ -69,8 +71,13 @@ impl<S: Store> Inner<S> {
 
     /// The deny cache's answer to `request`, if it holds one (not yet
     /// counted as a hit: see [`hit`](Self::hit)).
+    /// A budget is never answered from the cache: its every cost must reach
+    /// the store.
     fn cached(&self, request: &Request<'_>, sent: Option<u64>) -> Option<Decision> {
         let (cache, sent) = (self.deny_cache.as_ref()?, sent?);
+        if request.rule().is_budget() {
+            return None;
+        }
         cache.get(request.rule(), request.identity().as_str(), request.cost(), sent)
     }
 

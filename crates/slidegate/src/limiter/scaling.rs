@@ -55,7 +55,8 @@ impl Scaling {
     /// the configured limit, or validation would have refused it): denied
     /// until the limit may next change, without asking the store.
     pub(super) fn beyond(&self, effective: &Rule, cost: u32) -> Option<Decision> {
-        (cost > effective.limit()).then(|| {
+        // A budget admits any cost while something remains.
+        (cost > effective.limit() && !effective.is_budget()).then(|| {
             Decision::limited(effective.limit(), 0, self.retry, Duration::ZERO).from(Source::AdaptiveLimit)
         })
     }

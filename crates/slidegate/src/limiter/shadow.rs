@@ -36,12 +36,16 @@ pub(super) fn validate<'a>(
         Ok(valid) => Ok((valid, None)),
         Err(error) if error.kind() == ErrorKind::InvalidCost => {
             let given = given();
-            let heavy: Vec<bool> = given.iter().map(|&(rule, _, cost)| cost > rule.limit()).collect();
+            let heavy: Vec<bool> =
+                given.iter().map(|&(rule, _, cost)| cost > rule.limit() && !rule.is_budget()).collect();
             if !heavy.contains(&true) {
                 return Err(error);
             }
-            let lowered: Vec<WeightedDimension<'a>> =
-                given.iter().map(|&(rule, key, cost)| (rule, key, cost.min(rule.limit()))).collect();
+            let lowered: Vec<WeightedDimension<'a>> = given
+                .iter()
+                .zip(&heavy)
+                .map(|(&(rule, key, cost), &h)| (rule, key, if h { rule.limit() } else { cost }))
+                .collect();
             Ok((Dimensions::weighted(&lowered)?, Some(heavy)))
         }
         Err(error) => Err(error),

@@ -54,8 +54,9 @@ impl Entry {
     }
 
     /// Step 2: charges an admitting `peeked` decision when `charge` (every
-    /// dimension admitted), and accounts the outcome to the penalty: a
-    /// denial is a violation, an admission may carry a warning.
+    /// dimension admitted) — a budget whatever was peeked, unless banned —
+    /// and accounts the outcome to the penalty: a denial is a violation, an
+    /// admission may carry a warning.
     pub(super) fn finish(
         &mut self,
         rule: &Rule,
@@ -67,7 +68,11 @@ impl Entry {
         if peeked.state == State::Banned {
             return peeked;
         }
-        let mut decision = if peeked.allowed && charge { self.state.check(rule, now, cost) } else { peeked };
+        let mut decision = if (peeked.allowed && charge) || rule.is_budget() {
+            self.state.check(rule, now, cost)
+        } else {
+            peeked
+        };
         let mut expires_at = self.state.expires_at(rule);
         if let Some(penalty) = rule.penalty() {
             let state = self.penalty.get_or_insert_default();

@@ -103,6 +103,8 @@ pub struct Rule {
     penalty: Option<Penalty>,
     /// Decided and counted, but its denials are overruled ([`Rule::in_shadow`]).
     shadow: bool,
+    /// Admits while something remains and records every cost ([`Rule::budget`]).
+    budget: bool,
     /// The limit an unnamed rule's state is keyed by: the configured limit,
     /// also when adaptive limits enforce another one ([`Rule::scaled`]), so
     /// the scaled rule keeps counting in the configured rule's state.
@@ -126,6 +128,7 @@ impl Rule {
             name: None,
             penalty: None,
             shadow: false,
+            budget: false,
             state_limit: limit,
             derived: Derived::empty(),
         }
@@ -287,6 +290,26 @@ impl Rule {
     /// Whether the rule is in shadow mode ([`Rule::in_shadow`]).
     pub fn is_shadow(&self) -> bool {
         self.shadow
+    }
+
+    /// The same rule as a **budget** (tokens, bytes, money): a check
+    /// admits while the budget is not exhausted — while anything at all
+    /// remains — and records its whole cost, whatever remains, denied or
+    /// not: the identity may go into debt
+    /// ([`Decision::debt`](crate::Decision::debt)) and later checks are
+    /// denied until the debt has left the window (see
+    /// [`Limiter::charge`](crate::Limiter::charge)). Any cost is taken,
+    /// also 0 (is anything left?) and more than the limit. Ordinary rules
+    /// keep "a denied request costs nothing". The state is the same rule's.
+    #[must_use]
+    pub fn budget(mut self) -> Rule {
+        self.budget = true;
+        self
+    }
+
+    /// Whether the rule is a budget ([`Rule::budget`]).
+    pub fn is_budget(&self) -> bool {
+        self.budget
     }
 
     /// The penalty given with [`Rule::with_penalty`], if any.

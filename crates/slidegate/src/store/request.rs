@@ -10,7 +10,8 @@ use crate::{Dimension, Error, ErrorKind, Rule, WeightedDimension};
 use super::Identity;
 
 /// One request to a store: a rule, an encoded [`Identity`] and a cost that
-/// rule can admit (1 to its limit). Built by [`Request::new`], which does
+/// rule can admit (1 to its limit; any cost for a
+/// [budget](Rule::budget), which the store records whatever remains). Built by [`Request::new`], which does
 /// all the validation a store may rely on.
 ///
 /// ```
@@ -54,8 +55,8 @@ impl<'a> Request<'a> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidCost`] for a cost of 0 or above the rule's limit;
-    /// [`ErrorKind::InvalidKey`] for an empty key.
+    /// [`ErrorKind::InvalidCost`] for a cost of 0 or above the limit of a
+    /// rule that is no budget; [`ErrorKind::InvalidKey`] for an empty key.
     pub fn new(rule: &'a Rule, key: &'a str, cost: u32) -> Result<Request<'a>, Error> {
         validate_cost(rule, cost)?;
         Ok(Request { rule: RuleOf::Borrowed(rule), identity: Identity::new(key)?, cost })
@@ -71,7 +72,7 @@ impl<'a> Request<'a> {
         &self.identity
     }
 
-    /// The request's weight, at least 1.
+    /// The request's weight: at least 1, except for a budget (any).
     pub fn cost(&self) -> u32 {
         self.cost
     }
