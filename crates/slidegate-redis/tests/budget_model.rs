@@ -2,7 +2,7 @@
 //! checks with charges to the same state as a budget (any cost, 0 and past
 //! the limit, into debt), the Redis store decides as the memory store (the
 //! model, `slidegate::algorithm`, under a lock) does — single calls,
-//! batches (the general script) and two dimensions with a penalty — on the
+//! batches (the general script), two dimensions with a penalty and peeks — on the
 //! client's clock and on the server's.
 
 mod support;
@@ -17,7 +17,8 @@ use slidegate_testkit::conformance::START_MS;
 use support::model::{Setup, run, runtime};
 
 /// One operation: kind (0 an ordinary check, 1 a budget's charge, 2 a
-/// batch of both, 3 the budget and a penalised rule as two dimensions),
+/// batch of both, 3 the budget and a penalised rule as two dimensions, 4
+/// a peek at the budget),
 /// key index, time step (ms; negative: the clock steps back), cost.
 type Ops = Vec<(u8, usize, i64, u32)>;
 
@@ -34,7 +35,7 @@ fn case() -> impl Strategy<Value = (Algorithm, u32, u64, Ops)> {
         let step = prop_oneof![9 => 0..=(window as i64 / 3), 1 => -(window as i64)..0];
         // A charge's cost: 0, within the limit, or well past it.
         let cost = prop_oneof![1 => Just(0u32), 4 => 1..=limit, 2 => limit..=limit.saturating_mul(4)];
-        let ops = prop::collection::vec((0u8..4, 0usize..2, step, cost), 1..60);
+        let ops = prop::collection::vec((0u8..5, 0usize..2, step, cost), 1..60);
         (Just(algorithm), Just(limit), Just(window), ops)
     })
 }
@@ -96,6 +97,12 @@ fn budgets_match(server_clock: bool) {
                             .map(|r| r.expect("memory"))
                             .collect();
                         prop_assert_eq!(got, want, "op {}: batch cost {} t {}", i, cost, now);
+                    }
+                    4 => {
+                        let dims = Dimensions::weighted(&[(&budget, name.as_str(), cost)]).expect("valid");
+                        let got = redis.peek_all(&dims).await.expect("redis");
+                        let want = memory.peek_all(&dims).await.expect("memory");
+                        prop_assert_eq!(got, want, "op {}: peek cost {} t {}", i, cost, now);
                     }
                     _ => {
                         let dims = [(&budget, name.as_str(), cost), (&other, name.as_str(), 1)];

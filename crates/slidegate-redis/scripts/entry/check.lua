@@ -79,8 +79,11 @@ for _, d in ipairs(dims) do
   if d.banned > 0 then
     remaining, retry, reset, state, violations = 0, d.banned, d.banned, 3, d.ban_after
   else
-    if d.charge and not peek then
-      allowed, remaining, retry, reset, debt = charged(d.algorithm, d.key, d.r, d.cost, now, d.v)
+    if d.charge then
+      -- A peek is a charge of 0: it records nothing and reports the debt.
+      local cost = d.cost
+      if peek then cost = 0 end
+      allowed, remaining, retry, reset, debt = charged(d.algorithm, d.key, d.r, cost, now, d.v)
     elseif d.v.fits then
       allowed = 1
       if all_fit and not peek then

@@ -1,5 +1,7 @@
-//! `POST /v1/check` and `POST /v1/peek`: slidegate's own JSON API, for
-//! services that are not behind Envoy.
+//! `POST /v1/check`, `POST /v1/peek` and `POST /v1/charge`: slidegate's
+//! own JSON API, for services that are not behind Envoy. A charge records
+//! each weight whatever remains (every limit as a budget; the identity may
+//! go into debt, each limit's `debt`) and answers 200 either way.
 //!
 //! ```json
 //! {"domain": "api", "hits_addend": 1,
@@ -76,10 +78,19 @@ pub(super) async fn peek(State(app): State<AppState>, body: Bytes) -> Response {
     answer(&app.decider, app.families, &body, Mode::Peek).await
 }
 
+/// `POST /v1/charge`: each weight recorded whatever remains.
+pub(super) async fn charge(State(app): State<AppState>, body: Bytes) -> Response {
+    answer(&app.decider, app.families, &body, Mode::Record).await
+}
+
 /// The answer to a `/v1/check` (or, with [`Mode::Peek`], `/v1/peek`) body.
 pub(super) async fn answer(decider: &Decider, families: Families, body: &[u8], mode: Mode) -> Response {
     let started = Instant::now();
-    let api = if mode == Mode::Peek { Api::Peek } else { Api::Check };
+    let api = match mode {
+        Mode::Charge => Api::Check,
+        Mode::Peek => Api::Peek,
+        Mode::Record => Api::Charge,
+    };
     let check = match parse_check(body) {
         Ok(check) => check,
         Err(message) => {
@@ -92,7 +103,13 @@ pub(super) async fn answer(decider: &Decider, families: Families, body: &[u8], m
     decider.stats().answered(Edge::Http, &outcome);
     match outcome {
         Ok(answer) => {
-            let status = if answer.code == Code::Ok { StatusCode::OK } else { StatusCode::TOO_MANY_REQUESTS };
+            // A charge landed whatever it answers: `allowed` says whether
+            // the limits had room before it.
+            let status = if answer.code == Code::Ok || mode == Mode::Record {
+                StatusCode::OK
+            } else {
+                StatusCode::TOO_MANY_REQUESTS
+            };
             // About 200 bytes per descriptor and 250 per limit.
             let capacity = 64 + answer.statuses.iter().map(|s| 200 + 250 * s.limits.len()).sum::<usize>();
             json_answer(status, headers_of(&answer, families), &view(&answer), capacity)
@@ -130,6 +147,7 @@ struct LimitRef<'a> {
     unit: Option<&'static str>,
     algorithm: &'static str,
     shadow_mode: bool,
+    budget: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -141,6 +159,8 @@ struct LimitView<'a> {
     remaining: u32,
     retry_after_ms: u64,
     reset_after_ms: u64,
+    /// How far over the limit a budget's charge left it.
+    debt: u32,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -172,6 +192,7 @@ fn limit_ref(limit: &Limit) -> LimitRef<'_> {
             crate::config::Enforcement::Unlimited => "unlimited",
         },
         shadow_mode: limit.shadow,
+        budget: limit.rule().is_some_and(slidegate::Rule::is_budget),
     }
 }
 
@@ -183,6 +204,7 @@ fn limit_view(status: &LimitStatus) -> LimitView<'_> {
         remaining: status.remaining,
         retry_after_ms: ms(status.retry_after),
         reset_after_ms: ms(status.reset_after),
+        debt: status.debt,
     }
 }
 

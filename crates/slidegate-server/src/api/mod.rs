@@ -1,6 +1,6 @@
 //! The HTTP API (axum, with the checks answered before its router:
 //! [`Api`]): `/json` (envoy ratelimit's JSON form),
-//! `/v1/check` and `/v1/peek` (slidegate's own), `/v1/status`, `/v1/stats`,
+//! `/v1/check`, `/v1/peek` and `/v1/charge` (slidegate's own), `/v1/status`, `/v1/stats`,
 //! `/v1/rules`, `/v1/gateway`, `/healthz`, `/readyz`, `/metrics`, the status page (`/`),
 //! and the admin surface
 //! (`POST /v1/reload`, `DELETE /v1/state`), which exists only when a token
@@ -139,7 +139,8 @@ impl Api {
 /// The requests [`Api`] answers itself.
 #[derive(Clone, Copy)]
 enum Direct {
-    /// `POST /v1/check`, or `/v1/peek` (nothing charged).
+    /// `POST /v1/check`, `/v1/peek` (nothing charged) or `/v1/charge`
+    /// (recorded whatever remains).
     Check(Mode),
     /// `POST /json`, envoy ratelimit's JSON form.
     EnvoyJson,
@@ -167,6 +168,7 @@ where
         match (request.uri().path(), request.method() == Method::POST) {
             ("/v1/check", true) => self.answer(Direct::Check(Mode::Charge), request),
             ("/v1/peek", true) => self.answer(Direct::Check(Mode::Peek), request),
+            ("/v1/charge", true) => self.answer(Direct::Check(Mode::Record), request),
             ("/json", true) => self.answer(Direct::EnvoyJson, request),
             _ => self.route(request),
         }
@@ -270,6 +272,7 @@ fn router(state: AppState) -> Router {
         .route("/json", post(json::handle).get(json::handle))
         .route("/v1/check", post(check::check))
         .route("/v1/peek", post(check::peek))
+        .route("/v1/charge", post(check::charge))
         .route("/v1/status", get(status::status))
         .route("/v1/rules", get(status::rules))
         .route("/v1/stats", get(status::stats))

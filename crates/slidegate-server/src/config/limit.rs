@@ -174,6 +174,7 @@ impl Limit {
                 ban_for_ms: p.ban_for_ms(),
             }),
             shadow_mode: self.shadow,
+            budget: self.rule().is_some_and(Rule::is_budget),
             replaces: &self.replaces,
             source: &self.source,
         }
@@ -193,6 +194,8 @@ pub(crate) struct LimitView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     penalty: Option<PenaltyView>,
     shadow_mode: bool,
+    /// Admits while something remains and records every cost.
+    budget: bool,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     replaces: &'a [String],
     source: &'a str,

@@ -66,6 +66,9 @@ pub(super) struct LimitYaml {
     /// Decided and counted, never denies (as a descriptor's `shadow_mode`
     /// does for all its limits).
     pub(super) shadow_mode: Option<bool>,
+    /// slidegate: a budget (tokens, bytes): admits while something
+    /// remains, and records every cost, also past the limit.
+    pub(super) budget: Option<Spanned<bool>>,
     /// Gateway only: what the limit counts by.
     pub(super) key: Option<Spanned<String>>,
     /// Gateway only: a request without the key.

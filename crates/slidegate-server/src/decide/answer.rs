@@ -44,6 +44,7 @@ pub(super) fn answer(
             retry_after: decision.retry_after,
             reset_after: decision.reset_after,
             violations: decision.violations,
+            debt: decision.debt,
             source: decision.source,
         });
     }

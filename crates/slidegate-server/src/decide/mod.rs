@@ -5,7 +5,10 @@
 //! Limits that need no store answer first: `unlimited` and a block
 //! (`requests_per_unit: 0`). Check-only descriptors (`hits_addend: 0`)
 //! are peeked. If an enforced limit denies there, the others are peeked,
-//! not charged. Otherwise the rest are decided in one `check_all_weighted`.
+//! not charged — but for budgets ([`Rule::budget`](slidegate::Rule::budget)),
+//! which record every weight. Otherwise the rest are decided in one
+//! `check_all_weighted`. A charge ([`Mode::Record`], `/v1/charge`) records
+//! each weight under every limit as a budget's.
 //! Shadow mode, a weight above a limit and the store's failure are the
 //! limiter's to answer, as on every edge: a shadow limit's denial comes
 //! back admitted ([`Source::Shadow`]), with the others charged as if it
@@ -30,7 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slidegate::limits::MAX_DIMENSIONS;
-use slidegate::{Decision, FailurePolicy, Limiter, Source, State};
+use slidegate::{Decision, FailurePolicy, Limiter, Source, State, WeightedDimension};
 
 use crate::config::{Config, Enforcement, Rules};
 use crate::decide::request::{CheckAnswer, CheckError, CheckRequest, Mode};
@@ -154,10 +157,11 @@ impl Decider {
 
         let denied = self.decide(&mut items, mode).await?;
         let degraded = items.iter().any(|i| i.outcome.is_some_and(|d| d.state == State::Degraded));
-        if mode == Mode::Charge {
+        let charged = mode != Mode::Peek;
+        if charged {
             self.count(domain.name(), request, &items);
         }
-        Ok(answer(count, items, (denied, degraded, mode == Mode::Charge)))
+        Ok(answer(count, items, (denied, degraded, charged)))
     }
 
     /// Counts a charged request in the statistics, as every edge does.
@@ -287,13 +291,19 @@ impl Decider {
                 Enforcement::Rule(_) => charge.push(i),
             }
         }
-        let denied = |items: &[Item]| items.iter().any(|i| i.outcome.is_some_and(|d| !d.allowed));
-        if denied(items) {
-            peek.append(&mut charge);
+        if mode == Mode::Record {
+            self.peek(items, &peek).await?;
+            self.record(items, &charge).await?;
+            return Ok(items.iter().any(|i| i.outcome.is_some_and(|d| !d.allowed)));
         }
-        self.peek(items, &peek).await?;
+        let denied = |items: &[Item]| items.iter().any(|i| i.outcome.is_some_and(|d| !d.allowed));
+        if !denied(items) {
+            self.peek(items, &peek).await?;
+            peek.clear();
+        }
         if denied(items) {
-            self.peek(items, &charge).await?;
+            peek.extend(charge);
+            self.settle_denied(items, &peek).await?;
             return Ok(true);
         }
         // The rest together, all or nothing (repeated descriptors sum
@@ -309,8 +319,50 @@ impl Decider {
             .copied()
             .filter(|&i| items[i].outcome.is_some_and(|d| d.allowed && d.source == Source::CostAboveLimit))
             .collect();
-        self.peek(items, &unasked).await?;
+        self.settle_denied(items, &unasked).await?;
         Ok(true)
+    }
+
+    /// The items `which` of a request denied without the store's verdict
+    /// on them: budgets record their weight whatever the others decide;
+    /// the others are peeked.
+    async fn settle_denied(&self, items: &mut [Item], which: &[usize]) -> Result<(), CheckError> {
+        let (budgets, others): (Vec<usize>, Vec<usize>) = which
+            .iter()
+            .partition(|&&i| items[i].cost > 0 && items[i].rule().is_some_and(slidegate::Rule::is_budget));
+        self.peek(items, &others).await?;
+        if !budgets.is_empty() {
+            self.ask(items, &budgets, Mode::Charge).await?;
+        }
+        Ok(())
+    }
+
+    /// Records the weights of the items `which` whatever remains, each
+    /// limit as a budget ([`Limiter::charge`](slidegate::Limiter::charge)).
+    async fn record(&self, items: &mut [Item], which: &[usize]) -> Result<(), CheckError> {
+        let groups = merge(items, which);
+        let budgets: Vec<(slidegate::Rule, usize)> = groups
+            .iter()
+            .filter_map(|g| Some((items[g.members[0]].rule()?.clone().budget(), g.members[0])))
+            .collect();
+        let dims: Vec<WeightedDimension<'_>> = budgets
+            .iter()
+            .zip(&groups)
+            .map(|((rule, first), group)| (rule, items[*first].identity.as_str(), group.cost))
+            .collect();
+        if dims.is_empty() {
+            return Ok(());
+        }
+        too_many(dims.len())?;
+        let started = std::time::Instant::now();
+        let multi = self.limiter.check_all_weighted(&dims).await.map_err(|e| check_error(&e))?;
+        self.stats.store_call(started.elapsed());
+        for (group, decision) in groups.iter().zip(&multi.decisions) {
+            for &i in &group.members {
+                items[i].outcome = Some(*decision);
+            }
+        }
+        Ok(())
     }
 
     /// Peeks the items `which` (nothing is charged).
@@ -334,8 +386,8 @@ impl Decider {
         too_many(dims.len())?;
         let started = std::time::Instant::now();
         let multi = match mode {
-            Mode::Charge => self.limiter.check_all_weighted(&dims).await,
             Mode::Peek => self.limiter.peek_all_weighted(&dims).await,
+            Mode::Charge | Mode::Record => self.limiter.check_all_weighted(&dims).await,
         }
         .map_err(|e| check_error(&e))?;
         self.stats.store_call(started.elapsed());

@@ -26,6 +26,9 @@ pub(crate) enum Mode {
     Charge,
     /// Answer as `Charge` would, charging nothing (`/v1/peek`).
     Peek,
+    /// Record each weight whatever remains, every limit as a budget
+    /// (`/v1/charge`: what a request really cost, learnt after it ran).
+    Record,
 }
 
 /// A rate-limit request: a domain and descriptors.
@@ -138,6 +141,8 @@ pub(crate) struct LimitStatus {
     pub reset_after: Duration,
     /// Its penalty's violations counted for this identity (0 without one).
     pub violations: u32,
+    /// How far over its limit a budget's charge left it (0 otherwise).
+    pub debt: u32,
     /// Who answered (a cost above the limit, a shadow limit overruled, …).
     pub source: Source,
 }

@@ -45,6 +45,7 @@ pub(crate) enum Api {
     Json,
     Check,
     Peek,
+    Charge,
 }
 
 impl Api {
@@ -54,10 +55,11 @@ impl Api {
             Api::Json => "json",
             Api::Check => "check",
             Api::Peek => "peek",
+            Api::Charge => "charge",
         }
     }
 
-    const ALL: [Api; 4] = [Api::Rls, Api::Json, Api::Check, Api::Peek];
+    const ALL: [Api; 5] = [Api::Rls, Api::Json, Api::Check, Api::Peek, Api::Charge];
 }
 
 /// The `code` label of an outcome.

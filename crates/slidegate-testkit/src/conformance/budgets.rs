@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use slidegate::store::Dimensions;
 use slidegate::{Algorithm, ManualClock, Rule, State, Store};
 
 use super::helpers::{algorithms, check, check_weighted, rule};
@@ -23,10 +24,16 @@ pub async fn charges_land_past_the_limit<S: Store>(store: &S, clock: &ManualCloc
     let second = check(store, &tokens, "tenant", 700).await.expect("charge");
     assert_eq!((second.allowed, second.remaining, second.debt), (true, 0, 400), "1,400 recorded");
     assert_eq!(second.retry_after, Duration::from_secs(50), "until the first 700 leave");
-    // A peek (cost 0) records nothing and says the budget is exhausted.
-    let peek = check(store, &tokens, "tenant", 0).await.expect("peek");
-    assert_eq!((peek.allowed, peek.state, peek.debt), (false, State::Limited, 400));
-    assert_eq!(peek.retry_after, Duration::from_secs(50));
+    // A check of 0 and a peek record nothing and say the budget is exhausted.
+    let zero = check(store, &tokens, "tenant", 0).await.expect("check of 0");
+    assert_eq!((zero.allowed, zero.state, zero.debt), (false, State::Limited, 400));
+    assert_eq!(zero.retry_after, Duration::from_secs(50));
+    let dims = Dimensions::weighted(&[(&tokens, "tenant", 300)]).expect("dimensions");
+    let peek = store.peek_all(&dims).await.expect("peek").decisions[0];
+    assert_eq!(
+        (peek.allowed, peek.remaining, peek.debt, peek.retry_after),
+        (false, 0, 400, zero.retry_after)
+    );
     // A denied budget request is recorded too: its cost was spent.
     let denied = check(store, &tokens, "tenant", 100).await.expect("charge");
     assert_eq!((denied.allowed, denied.debt), (false, 500));

@@ -2,6 +2,7 @@
 //! docs).
 
 use std::convert::Infallible;
+use std::future::Future as _;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -47,6 +48,8 @@ impl Answers {
             self.websocket(request)
         } else if path.ends_with("/count") {
             count(request.into_body()).await
+        } else if let Some(tokens) = tail("/usage/") {
+            usage(tokens, request.uri().query().unwrap_or(""))
         } else if let Some(total) = tail("/stream/") {
             let sized = request.uri().query() == Some("sized");
             Response::new(Pattern { sent: 0, total, sized }.boxed())
@@ -146,6 +149,69 @@ fn status(status: StatusCode, text: &str) -> Response<AnswerBody> {
     let mut response = Response::new(full(text.to_owned()));
     *response.status_mut() = status;
     response
+}
+
+/// A `/usage/<n>` answer: what an LLM server does, the tokens a response
+/// used in `x-usage-tokens` — a header, or with `trailer` in the query a
+/// trailer after the body; `frames=<k>` sends the body in `k` frames,
+/// `every=<ms>` apart (a slow stream).
+fn usage(tokens: u64, query: &str) -> Response<AnswerBody> {
+    let param = |name: &str| {
+        query.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('=')?.parse::<u64>().ok())
+    };
+    let trailer = query.split('&').any(|pair| pair == "trailer");
+    let value = HeaderValue::from(tokens);
+    let body = Usage {
+        frames: param("frames").unwrap_or(1),
+        every: Duration::from_millis(param("every").unwrap_or(0)),
+        wait: None,
+        trailer: trailer.then(|| value.clone()),
+    };
+    let mut response = Response::new(body.boxed());
+    if !trailer {
+        response.headers_mut().insert("x-usage-tokens", value);
+    }
+    response
+}
+
+/// A `/usage/<n>` answer's body: `frames` frames of `usage\n`, `every`
+/// apart, then the trailer, if any.
+struct Usage {
+    frames: u64,
+    every: Duration,
+    wait: Option<Pin<Box<tokio::time::Sleep>>>,
+    trailer: Option<HeaderValue>,
+}
+
+impl Body for Usage {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.frames == 0 {
+            let Some(value) = self.trailer.take() else { return Poll::Ready(None) };
+            let mut trailers = hyper::HeaderMap::new();
+            trailers.insert("x-usage-tokens", value);
+            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+        }
+        if !self.every.is_zero() {
+            let every = self.every;
+            let wait = self.wait.get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
+            if wait.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.wait = None;
+        }
+        self.frames -= 1;
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"usage\n")))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.frames == 0 && self.trailer.is_none()
+    }
 }
 
 /// A `/stream/<n>` answer, made frame by frame as it is sent.

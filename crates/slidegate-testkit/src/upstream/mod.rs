@@ -32,6 +32,7 @@ use answer::Answers;
 /// | `/count` | reads the body; its length in bytes, in decimal |
 /// | `/stream/<n>` | `n` bytes in 64 KiB frames, byte `i` being [`Upstream::stream_byte`]`(i)`: chunked, or with `content-length` when the query is `sized` |
 /// | `/sleep/<ms>` | waits `ms` milliseconds, then echoes |
+/// | `/usage/<n>` | `x-usage-tokens: n` (an LLM server's token count); with `trailer` in the query as a trailer after the body; `frames=<k>&every=<ms>`: the body in `k` frames `ms` apart |
 /// | anything else | `{"upstream": name, "method": "GET", "uri": "/path?query", "version": "HTTP/1.1", "headers": {"name": ["value", …]}}` |
 ///
 /// A WebSocket handshake (HTTP/1.1 `upgrade: websocket`, any path) is

@@ -100,9 +100,11 @@ impl State {
     /// charge. Only expired state is dropped. Multi-dimension checks peek at
     /// every dimension and charge them only if all admit. A
     /// [budget](Rule::budget) admits whatever the cost while anything
-    /// remains: it is peeked at weight 1.
+    /// remains: it is peeked as a charge of 0, which also reports its debt.
     pub fn peek(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
-        let cost = if rule.is_budget() { 1 } else { cost };
+        if rule.is_budget() {
+            return self.charge(rule, now, 0);
+        }
         self.matching(rule);
         match self {
             State::Log(s) => s.peek(rule, now, cost),

@@ -69,6 +69,7 @@ impl Builder<'_> {
                 self.error(position(unit), "`unlimited: true` takes no `unit`");
             }
             for (what, given) in [
+                ("budget", yaml.budget.as_ref().map(position)),
                 ("window", yaml.window.as_ref().map(position)),
                 ("algorithm", yaml.algorithm.as_ref().map(position)),
                 ("penalty", yaml.penalty.as_deref().map(position)),
@@ -212,7 +213,8 @@ impl Builder<'_> {
         let rule = Rule::new(requests, window)
             .and_then(|rule| rule.with_algorithm(algorithm))
             .and_then(|rule| rule.named(&rule_name(name.as_deref(), stat_key, index)))
-            .map(|rule| rule.in_shadow(shadow));
+            .map(|rule| rule.in_shadow(shadow))
+            .map(|rule| if yaml.budget.as_ref().is_some_and(|b| b.value) { rule.budget() } else { rule });
         let rule = match (rule, penalty) {
             (Ok(rule), Some(penalty)) => rule.with_penalty(penalty),
             (rule, _) => rule,
