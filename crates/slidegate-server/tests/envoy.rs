@@ -9,24 +9,13 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use slidegate::MemoryStore;
 use slidegate_server::{HeaderFamilies, Listeners, ServerConfig, ServiceStore, serve};
-use slidegate_testkit::{Upstream, envoy_binary, free_port};
+use slidegate_testkit::{Envoy, Upstream, free_port};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
-
-/// An Envoy process, killed on drop.
-struct Envoy(Child);
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The example's configuration with this test's ports.
 fn envoy_config(listen: u16, upstream: u16, slidegate: u16, admin: u16) -> String {
@@ -90,26 +79,7 @@ async fn envoy_asks_slidegate_before_every_request() {
     let config = dir.path().join("envoy.yaml");
     std::fs::write(&config, envoy_config(listen, upstream.addr().port(), grpc.port(), admin))
         .expect("envoy config");
-    let log = std::fs::File::create(dir.path().join("envoy.log")).expect("log");
-    let _envoy = Envoy(
-        Command::new(envoy_binary())
-            .arg("-c")
-            .arg(&config)
-            .args(["--disable-hot-restart", "--log-level", "warn", "--concurrency", "1"])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn envoy"),
-    );
-    let ready = format!("http://127.0.0.1:{admin}/ready");
-    support::eventually("envoy ready", async || {
-        let request = http::Request::get(ready.as_str()).body(http_body_util::Full::new(bytes::Bytes::new()));
-        match support::http_client().request(request.expect("request")).await {
-            Ok(response) => response.status() == 200,
-            Err(_) => false,
-        }
-    })
-    .await;
+    let _envoy = Envoy::start(&config, admin).expect("envoy");
     let url = format!("http://127.0.0.1:{listen}/hello");
 
     // Exactly 3 per user per 2 s, then 429 — with Envoy's headers built

@@ -99,6 +99,7 @@ async fn check_admits_exactly_the_limit_then_429_with_quota_headers() {
                 "unit": "minute",
                 "algorithm": "log",
                 "shadow_mode": false,
+                "budget": false,
             })
         );
         assert_eq!(d["remaining"], left);

@@ -15,7 +15,7 @@
 //!   server (HTTP/1.1 and h2c, WebSocket) on a free port that echoes what
 //!   it receives, streams, counts and waits on request, and counts
 //!   requests and connections.
-//! * [`envoy_binary`]: the real Envoy the tests run.
+//! * [`envoy_binary`], [`Envoy`]: the real Envoy the tests run.
 //! * [`conformance`] is the one semantic test suite every
 //!   [`Store`](slidegate::Store) must pass.
 //!
@@ -39,7 +39,7 @@ mod upstream;
 
 pub use captured_log::CapturedLog;
 pub use cluster_nodes::ClusterNode;
-pub use envoy::envoy_binary;
+pub use envoy::{Envoy, envoy_binary};
 pub use fake_clock::{FakeClock, libfaketime};
 pub use redis_cluster::RedisCluster;
 pub use redis_sentinel::{MASTER_NAME, RedisSentinel};

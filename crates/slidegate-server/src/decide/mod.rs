@@ -292,7 +292,8 @@ impl Decider {
             }
         }
         if mode == Mode::Record {
-            self.peek(items, &peek).await?;
+            // A charge of 0 too: it records nothing, and reports the debt.
+            charge.append(&mut peek);
             self.record(items, &charge).await?;
             return Ok(items.iter().any(|i| i.outcome.is_some_and(|d| !d.allowed)));
         }
@@ -345,10 +346,15 @@ impl Decider {
             .iter()
             .filter_map(|g| Some((items[g.members[0]].rule()?.clone().budget(), g.members[0])))
             .collect();
+        // Each group's own weight, 0 too (`merge` asks about 1 at least).
+        let weight = |group: &item::Group| {
+            let sum = group.members.iter().fold(0u64, |sum, &i| sum.saturating_add(items[i].cost));
+            u32::try_from(sum).unwrap_or(u32::MAX)
+        };
         let dims: Vec<WeightedDimension<'_>> = budgets
             .iter()
             .zip(&groups)
-            .map(|((rule, first), group)| (rule, items[*first].identity.as_str(), group.cost))
+            .map(|((rule, first), group)| (rule, items[*first].identity.as_str(), weight(group)))
             .collect();
         if dims.is_empty() {
             return Ok(());
