@@ -72,6 +72,8 @@ pub(crate) struct Config<S> {
     pub(crate) ban_status: StatusCode,
     pub(crate) grpc: bool,
     pub(crate) cost: Option<CostFn>,
+    /// Where budgets' costs are read from responses, if they are.
+    pub(crate) response_cost: Option<crate::ResponseCost>,
 }
 
 impl<S> Config<S> {
@@ -101,6 +103,7 @@ impl<S> Clone for Config<S> {
             ban_status: self.ban_status,
             grpc: self.grpc,
             cost: self.cost.clone(),
+            response_cost: self.response_cost.clone(),
         }
     }
 }

@@ -97,6 +97,7 @@ impl<S: Store> RateLimitLayer<S> {
                 ban_status: StatusCode::TOO_MANY_REQUESTS,
                 grpc: false,
                 cost: None,
+                response_cost: None,
             }),
         }
     }
@@ -199,6 +200,36 @@ impl<S: Store> RateLimitLayer<S> {
     /// answered 429 without `Retry-After` (waiting would not help).
     pub fn cost(self, cost: impl Fn(&Parts) -> u32 + Send + Sync + 'static) -> Self {
         self.edit(|c| c.cost = Some(Arc::new(cost)))
+    }
+
+    /// Charges the layer's [budget](slidegate::Rule::budget) rules what
+    /// each response says the request cost (an LLM response's tokens),
+    /// read from `source` — a header or extension when the response comes,
+    /// a trailer when its body ends — and charged when the body ends
+    /// (streamed responses too; a body dropped mid-stream is charged what
+    /// its header said). Before the request, a budget admits while
+    /// anything at all is left of it and records nothing; the other rules
+    /// take the request's [`cost`](Self::cost) as before, all in one
+    /// decision. A response whose cost is missing or no whole number is
+    /// charged nothing and logged (a warning per interval).
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use axum::{Router, http::HeaderMap, routing::get};
+    /// use slidegate::{Limiter, Rule};
+    /// use slidegate_tower::{Header, RateLimitLayer, ResponseCost};
+    ///
+    /// let tokens = Rule::per_minute(NonZeroU32::new(10_000).unwrap()).named("tokens").unwrap().budget();
+    /// let app: Router = Router::new()
+    ///     .route("/chat", get(|| async { ([("x-usage-tokens", "700")], "hello") }))
+    ///     .layer(
+    ///         RateLimitLayer::new(Limiter::in_memory())
+    ///             .rule(tokens, Header::new(http::HeaderName::from_static("x-tenant")))
+    ///             .response_cost(ResponseCost::header("x-usage-tokens")),
+    ///     );
+    /// ```
+    pub fn response_cost(self, source: crate::ResponseCost) -> Self {
+        self.edit(|c| c.response_cost = Some(source))
     }
 
     /// Answer limited requests the gRPC way (feature `tonic`): HTTP 200 with

@@ -45,6 +45,8 @@
 //! Per-route limits: add a layer to a route (`.route("/login", post(login).layer(…))`)
 //! or a nested router.
 
+mod body_end;
+mod charge;
 mod client_ip;
 mod config;
 mod future;
@@ -54,6 +56,8 @@ mod layer;
 mod response;
 mod service;
 
+pub use body_end::{BodyEnd, OnEnd};
+pub use charge::{Cost, ResponseCost};
 pub use client_ip::ForwardedHeader;
 pub use config::MissingKey;
 pub use future::ResponseFuture;

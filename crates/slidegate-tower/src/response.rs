@@ -11,6 +11,7 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt as _;
 use slidegate::{Decision, State};
 
+use crate::body_end::{BodyEnd, OnEnd};
 use crate::headers::{ceil_secs, push_number, retry_after, with_scratch};
 
 /// Response bodies the layer can build its own answers in.
@@ -22,6 +23,17 @@ use crate::headers::{ceil_secs, push_number, retry_after, with_scratch};
 pub trait LimitedBody: Sized {
     /// A body holding `bytes`.
     fn from_bytes(bytes: Bytes) -> Self;
+
+    /// This body, running `end` once it ends ([`BodyEnd`]): the boxed
+    /// bodies (`BoxBody`, `UnsyncBoxBody`, axum's and tonic's) are wrapped
+    /// in [`OnEnd`](crate::OnEnd), which runs it when their last frame is
+    /// read or when they are dropped. The default runs it now: right for a
+    /// body a response holds whole (`String`, `Bytes`, `Full`…); a
+    /// streaming body of your own should wrap itself the same way.
+    fn on_end(self, end: BodyEnd) -> Self {
+        end.ended(None);
+        self
+    }
 }
 
 impl LimitedBody for String {
@@ -52,17 +64,32 @@ impl<E: 'static> LimitedBody for http_body_util::combinators::BoxBody<Bytes, E> 
     fn from_bytes(bytes: Bytes) -> Self {
         http_body_util::Full::new(bytes).map_err(|never| match never {}).boxed()
     }
+
+    fn on_end(self, end: BodyEnd) -> Self {
+        OnEnd::new(self, end).boxed()
+    }
 }
 
 impl<E: 'static> LimitedBody for http_body_util::combinators::UnsyncBoxBody<Bytes, E> {
     fn from_bytes(bytes: Bytes) -> Self {
         http_body_util::Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
     }
+
+    fn on_end(self, end: BodyEnd) -> Self {
+        OnEnd::new(self, end).boxed_unsync()
+    }
 }
 
-impl<L: LimitedBody, R> LimitedBody for http_body_util::Either<L, R> {
+impl<L: LimitedBody, R: LimitedBody> LimitedBody for http_body_util::Either<L, R> {
     fn from_bytes(bytes: Bytes) -> Self {
         http_body_util::Either::Left(L::from_bytes(bytes))
+    }
+
+    fn on_end(self, end: BodyEnd) -> Self {
+        match self {
+            http_body_util::Either::Left(left) => http_body_util::Either::Left(left.on_end(end)),
+            http_body_util::Either::Right(right) => http_body_util::Either::Right(right.on_end(end)),
+        }
     }
 }
 
@@ -71,12 +98,20 @@ impl LimitedBody for axum::body::Body {
     fn from_bytes(bytes: Bytes) -> Self {
         axum::body::Body::from(bytes)
     }
+
+    fn on_end(self, end: BodyEnd) -> Self {
+        axum::body::Body::new(OnEnd::new(self, end))
+    }
 }
 
 #[cfg(feature = "tonic")]
 impl LimitedBody for tonic::body::Body {
     fn from_bytes(bytes: Bytes) -> Self {
         tonic::body::Body::new(http_body_util::Full::new(bytes))
+    }
+
+    fn on_end(self, end: BodyEnd) -> Self {
+        tonic::body::Body::new(OnEnd::new(self, end))
     }
 }
 

@@ -11,6 +11,7 @@ use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
 use slidegate::{Decision, MultiDecision, Rule, State, Store};
 use tower_service::Service;
 
+use crate::charge::charge_when_done;
 use crate::config::{Config, KeyedRule, MissingKey};
 use crate::future::ResponseFuture;
 use crate::headers::{Headers, add_quota_headers, never_admitted};
@@ -101,7 +102,10 @@ where
         // from the deny cache, attack traffic — is answered here and now,
         // without a task or a copy of the keys.
         let mut known = None;
-        if !keys.is_empty() && cost > 0 {
+        // Budgets charged after the response are only peeked now: not
+        // answered here.
+        let later = config.response_cost.is_some();
+        if !keys.is_empty() && cost > 0 && !later {
             let dimensions = dimensions_of(&config, &keys);
             if let Some(result) = config.limiter.check_all_now(&dimensions, cost) {
                 match verdict(&config, &dimensions, result, (json, applied)) {
@@ -132,7 +136,17 @@ where
             let multi = match known {
                 Some(multi) => multi,
                 None => {
-                    let result = config.limiter.check_all_n(&dimensions, cost).await;
+                    let result = if later {
+                        // A budget charged after the response admits while
+                        // anything is left: weight 0 now.
+                        let weighted: Vec<_> = dimensions
+                            .iter()
+                            .map(|&(rule, key)| (rule, key, if rule.is_budget() { 0 } else { cost }))
+                            .collect();
+                        config.limiter.check_all_weighted(&weighted).await
+                    } else {
+                        config.limiter.check_all_n(&dimensions, cost).await
+                    };
                     match verdict(&config, &dimensions, result, (json, applied)) {
                         Verdict::Answer(response) => return Ok(response),
                         Verdict::Call(multi) => multi,
@@ -146,6 +160,16 @@ where
                 response.extensions_mut().insert(limited_keys(&dimensions));
             }
             decided(&mut response, multi, applied);
+            if let Some(source) = &config.response_cost {
+                let budgets: Vec<(Rule, String)> = dimensions
+                    .iter()
+                    .filter(|(rule, _)| rule.is_budget())
+                    .map(|&(rule, key)| (rule.clone(), key.to_owned()))
+                    .collect();
+                if !budgets.is_empty() {
+                    response = charge_when_done(response, &config.limiter, budgets, source);
+                }
+            }
             Ok(response)
         })
     }
@@ -212,7 +236,7 @@ static NEVER_ADMITTED: LogThrottle = LogThrottle::new();
 static STORE_FAILED: LogThrottle = LogThrottle::new();
 
 /// Milliseconds since this process first asked (the warning gate's clock).
-fn process_ms() -> u64 {
+pub(crate) fn process_ms() -> u64 {
     static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
     u64::try_from(EPOCH.get_or_init(std::time::Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
 }

@@ -1,0 +1,165 @@
+//! Budgets charged what each response cost (`RateLimitLayer::response_cost`),
+//! through a real axum server and HTTP client over a socket: the cost from a
+//! header, a trailer at the end of a slow stream, the `Cost` extension; a
+//! body dropped mid-stream charged what its header said; a missing or bad
+//! count charged nothing; admission while anything is left, in one
+//! decision with an ordinary rule.
+#![cfg(feature = "axum")] // run by scripts/test with --all-features
+
+use std::convert::Infallible;
+use std::num::NonZeroU32;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Path;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Frame;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use slidegate::{Limiter, MemoryStore, Rule};
+use slidegate_tower::{Cost, Header, RateLimitLayer, ResponseCost};
+
+/// `frames` frames of `x`, `every` apart, then a trailer `x-usage-tokens`.
+struct Slow {
+    frames: u32,
+    every: Option<Pin<Box<tokio::time::Sleep>>>,
+    trailer: Option<u32>,
+}
+
+impl http_body::Body for Slow {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.frames == 0 {
+            let Some(tokens) = self.trailer.take() else { return Poll::Ready(None) };
+            let mut trailers = HeaderMap::new();
+            trailers.insert("x-usage-tokens", HeaderValue::from(tokens));
+            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+        }
+        let wait = self.every.get_or_insert_with(|| Box::pin(tokio::time::sleep(Duration::from_millis(100))));
+        if wait.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.every = None;
+        self.frames -= 1;
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"x")))))
+    }
+}
+
+use std::future::Future as _;
+
+fn app(limiter: Limiter<MemoryStore>) -> Router {
+    let tokens = Rule::new(1000, Duration::from_secs(60)).unwrap().named("tokens").unwrap().budget();
+    let requests = Rule::per_minute(NonZeroU32::new(100).unwrap()).named("requests").unwrap();
+    Router::new()
+        .route("/tokens/{n}", get(|Path(n): Path<String>| async move { ([("x-usage-tokens", n)], "done") }))
+        .route(
+            "/stream/{n}",
+            get(|Path(n): Path<u32>| async move { Body::new(Slow { frames: 3, every: None, trailer: Some(n) }) }),
+        )
+        .route(
+            "/slow/{n}",
+            get(|Path(n): Path<u32>| async move {
+                let body = Body::new(Slow { frames: 50, every: None, trailer: None });
+                ([("x-usage-tokens", n.to_string())], body).into_response()
+            }),
+        )
+        .route(
+            "/extension/{n}",
+            get(|Path(n): Path<u32>| async move {
+                let mut response: Response = "done".into_response();
+                response.extensions_mut().insert(Cost(n));
+                response
+            }),
+        )
+        .route("/silent", get(|| async { "no count" }))
+        .layer(
+            RateLimitLayer::new(limiter)
+                .rule(tokens, Header::new(http::HeaderName::from_static("x-tenant")))
+                .rule(requests, Header::new(http::HeaderName::from_static("x-tenant")))
+                .response_cost(ResponseCost::header("x-usage-tokens")),
+        )
+}
+
+/// What is left of `tenant`'s budget, and its debt (a peek: nothing charged).
+async fn budget(limiter: &Limiter<MemoryStore>, tenant: &str) -> (u32, u32) {
+    let tokens = Rule::new(1000, Duration::from_secs(60)).unwrap().named("tokens").unwrap().budget();
+    let multi = limiter.peek_all_weighted(&[(&tokens, tenant, 1)]).await.expect("peek");
+    (multi.decisions[0].remaining, multi.decisions[0].debt)
+}
+
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_are_charged_what_each_response_cost_when_its_body_ends() {
+    let limiter = Limiter::in_memory();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = app(limiter.clone());
+    tokio::spawn(async move { axum::serve(listener, served).await });
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let get = |path: &str, tenant: &str| {
+        let request = http::Request::get(format!("http://{addr}{path}"))
+            .header("x-tenant", tenant)
+            .body(Empty::new())
+            .unwrap();
+        client.request(request)
+    };
+    let status = async |path: &str, tenant: &str| {
+        let response = get(path, tenant).await.unwrap();
+        let status = response.status();
+        response.into_body().collect().await.unwrap();
+        status
+    };
+
+    // A header: 700 + 700 land (1,400 against 1,000), then denied.
+    assert_eq!(status("/tokens/700", "acme").await, StatusCode::OK);
+    eventually("700 charged", async || budget(&limiter, "acme").await == (300, 0)).await;
+    assert_eq!(status("/tokens/700", "acme").await, StatusCode::OK);
+    eventually("1,400 recorded", async || budget(&limiter, "acme").await == (0, 400)).await;
+    let denied = get("/tokens/1", "acme").await.unwrap();
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(denied.headers().contains_key("retry-after"));
+    assert_eq!(budget(&limiter, "acme").await, (0, 400), "a denied request is charged nothing");
+
+    // A trailer at the end of a slow stream: nothing charged until the end.
+    let streaming = get("/stream/250", "globex").await.unwrap();
+    assert_eq!(budget(&limiter, "globex").await, (1000, 0), "the count comes last");
+    streaming.into_body().collect().await.unwrap();
+    eventually("the trailer's 250 charged", async || budget(&limiter, "globex").await == (750, 0)).await;
+
+    // A body dropped mid-stream is charged what its header said.
+    let mut slow = get("/slow/300", "initech").await.unwrap();
+    let first = slow.body_mut().frame().await.unwrap().unwrap();
+    assert!(first.is_data());
+    assert_eq!(budget(&limiter, "initech").await, (1000, 0), "still streaming");
+    drop(slow);
+    eventually("300 charged on drop", async || budget(&limiter, "initech").await == (700, 0)).await;
+
+    // The inner service's extension; no count at all is charged nothing.
+    assert_eq!(status("/extension/40", "umbrella").await, StatusCode::OK);
+    eventually("40 charged", async || budget(&limiter, "umbrella").await == (960, 0)).await;
+    assert_eq!(status("/silent", "hooli").await, StatusCode::OK);
+    assert_eq!(status("/tokens/lots", "hooli").await, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(budget(&limiter, "hooli").await, (1000, 0), "missing and bad counts charge nothing");
+}
