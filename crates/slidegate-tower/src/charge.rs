@@ -63,7 +63,7 @@ fn read(headers: &HeaderMap, source: &ResponseCost) -> Result<Option<u32>, ()> {
 }
 
 fn unreadable(source: &ResponseCost, why: &str) {
-    if let Some(held_back) = UNREADABLE.pass(crate::service::process_ms(), LogThrottle::EVERY_MS) {
+    if let Some(held_back) = UNREADABLE.pass(crate::response::process_ms(), LogThrottle::EVERY_MS) {
         tracing::warn!(target: "slidegate", ?source, held_back, "a response's cost {why}: its budgets are not charged{THROTTLED_NOTE}");
     }
 }

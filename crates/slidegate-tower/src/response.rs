@@ -311,6 +311,12 @@ fn plain<B: LimitedBody>(grpc: bool, status: StatusCode, message: &str) -> Respo
     response
 }
 
+/// Milliseconds since this process first asked (the warning gate's clock).
+pub(crate) fn process_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    u64::try_from(EPOCH.get_or_init(std::time::Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

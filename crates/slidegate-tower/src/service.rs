@@ -16,8 +16,8 @@ use crate::config::{Config, KeyedRule, MissingKey};
 use crate::future::ResponseFuture;
 use crate::headers::{Headers, add_quota_headers, never_admitted};
 use crate::response::{
-    LimitedBody, banned_message, cost_above_limit, internal_error, limited, unavailable, unidentified,
-    wants_json,
+    LimitedBody, banned_message, cost_above_limit, internal_error, limited, process_ms, unavailable,
+    unidentified, wants_json,
 };
 
 /// Rate limits the requests of an inner service (see
@@ -234,12 +234,6 @@ static NEVER_ADMITTED: LogThrottle = LogThrottle::new();
 
 /// Gates the warning of checks failed for the store's sake.
 static STORE_FAILED: LogThrottle = LogThrottle::new();
-
-/// Milliseconds since this process first asked (the warning gate's clock).
-pub(crate) fn process_ms() -> u64 {
-    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    u64::try_from(EPOCH.get_or_init(std::time::Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
-}
 
 fn verdict<S, B: LimitedBody>(
     config: &Config<S>,

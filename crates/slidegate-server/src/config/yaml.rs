@@ -73,6 +73,9 @@ pub(super) struct LimitYaml {
     pub(super) key: Option<Spanned<String>>,
     /// Gateway only: a request without the key.
     pub(super) on_missing: Option<Spanned<String>>,
+    /// Gateway only: the upstream response header (or trailer) holding
+    /// what a request cost, charged to a budget when the response ends.
+    pub(super) cost_header: Option<Spanned<String>>,
 }
 
 impl LimitYaml {
@@ -92,6 +95,11 @@ impl LimitYaml {
                     "`on_missing` is a gateway limit's field: a request without a descriptor's key \
                      does not meet its limits",
                 ),
+                given(
+                    self.cost_header.as_ref().map(position),
+                    "`cost_header` is a gateway limit's field: the rate-limit service is told a \
+                     request's cost (`hits_addend`, `POST /v1/charge`)",
+                ),
             ],
             LimitFile::Gateway => [
                 given(
@@ -102,6 +110,7 @@ impl LimitYaml {
                     self.unlimited.as_ref().map(position),
                     "`unlimited` is a rules file's field: a route without `limits` is unlimited",
                 ),
+                None,
             ],
         }
         .into_iter()

@@ -5,14 +5,15 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-/// Headers that describe one connection, never passed on.
-const HOP_BY_HOP: [HeaderName; 8] = [
+/// Headers that describe one connection, never passed on. (`Trailer`,
+/// which announces the trailer fields, is end to end: an HTTP/1.1 server
+/// sends only the trailers it names.)
+const HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     header::PROXY_AUTHENTICATE,
     header::PROXY_AUTHORIZATION,
     header::TE,
-    header::TRAILER,
     header::TRANSFER_ENCODING,
     header::UPGRADE,
 ];
@@ -195,9 +196,10 @@ mod tests {
         h.insert(header::TE, HeaderValue::from_static("trailers, deflate"));
         h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
         h.insert("x-kept", HeaderValue::from_static("1"));
+        h.insert(header::TRAILER, HeaderValue::from_static("x-usage-tokens"));
         remove_hop_by_hop(&mut h, false);
         let names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
-        assert_eq!(names, ["x-kept", "te"]);
+        assert_eq!(names, ["trailer", "x-kept", "te"], "`Trailer` is end to end");
         assert_eq!(h[header::TE], "trailers");
     }
 

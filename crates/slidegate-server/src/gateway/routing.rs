@@ -16,7 +16,9 @@ use http::{Method, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use slidegate::{Error, Limiter, MultiDecision};
 use slidegate_tower::headers::Families;
-use slidegate_tower::{ClientIp, Global, Header, KeyExtractor, Path, PeerIp, RateLimit, RateLimitLayer};
+use slidegate_tower::{
+    ClientIp, Global, Header, KeyExtractor, Path, PeerIp, RateLimit, RateLimitLayer, ResponseCost,
+};
 use tower::ServiceExt as _;
 use tower_layer::Layer as _;
 
@@ -95,6 +97,11 @@ impl Table {
                 .degraded_header(families.degraded);
             if settings.message != DEFAULT_MESSAGE {
                 layer = layer.message(settings.message.clone());
+            }
+            // Budgets charged what the upstream says each request cost,
+            // when its response ends (one header per route, checked).
+            if let Some(header) = route.limits.iter().find_map(|l| l.cost_header.clone()) {
+                layer = layer.response_cost(ResponseCost::Header(header));
             }
             for limit in &route.limits {
                 // Gateway limits always decide through the store.

@@ -168,7 +168,10 @@ fn usage(tokens: u64, query: &str) -> Response<AnswerBody> {
         trailer: trailer.then(|| value.clone()),
     };
     let mut response = Response::new(body.boxed());
-    if !trailer {
+    if trailer {
+        // Declared, as HTTP/1.1 servers send only the trailers they declare.
+        response.headers_mut().insert("trailer", HeaderValue::from_static("x-usage-tokens"));
+    } else {
         response.headers_mut().insert("x-usage-tokens", value);
     }
     response

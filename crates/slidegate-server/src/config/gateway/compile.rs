@@ -7,6 +7,7 @@ use std::path::Path;
 use http::{Method, Uri};
 use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
+use slidegate::Rule;
 
 use super::limits::{limits, valid_name};
 use super::order::unreachable;
@@ -230,6 +231,18 @@ fn route(
                 "route `{name}` has {} limits with the gateway's: at most {}",
                 route_limits.len(),
                 slidegate::limits::MAX_DIMENSIONS
+            ),
+        );
+    }
+    // One layer charges a route's budgets from the responses: one header.
+    let budgets = route_limits.iter().filter(|l| l.rule().is_some_and(Rule::is_budget));
+    let headers: Vec<Option<&http::HeaderName>> = budgets.map(|l| l.cost_header.as_ref()).collect();
+    if headers.iter().any(Option::is_some) && headers.windows(2).any(|w| w[0] != w[1]) {
+        builder.error(
+            at,
+            format!(
+                "route `{name}`: its budgets (the gateway's included) must all read the same \
+                 `cost_header`, or none"
             ),
         );
     }

@@ -61,6 +61,24 @@ pub(super) fn limits(
                 }
             },
         };
+        let cost_header = match limit.cost_header.take() {
+            None => Some(None),
+            Some(name) if !limit.budget.as_ref().is_some_and(|b| b.value) => {
+                builder.error(
+                    position(&name),
+                    "`cost_header` says what a budget is charged: add `budget: true` to this limit",
+                );
+                None
+            }
+            Some(name) => match http::HeaderName::from_bytes(name.value.trim().as_bytes()) {
+                Ok(header) => Some(Some(header)),
+                Err(_) => {
+                    builder
+                        .error(position(&name), format!("`cost_header: {}` is no header name", name.value));
+                    None
+                }
+            },
+        };
         // The rule's name is `<scope>.<name>`, set below.
         let name = match (&limit.name.take(), &key) {
             (Some(name), _) if !valid_name(name.value.trim()) => {
@@ -104,7 +122,9 @@ pub(super) fn limits(
         // one scope with the same name are refused below), and the same
         // limit in a rules file is a descriptor's only `rate_limit`.
         let built = builder.limit(limit, LimitFile::Gateway, (at, 0), false, &stat_key);
-        let (Some(key), Some(missing), Some(name), Some(mut built)) = (key, missing, name, built) else {
+        let (Some(key), Some(missing), Some(name), Some(mut built), Some(cost_header)) =
+            (key, missing, name, built, cost_header)
+        else {
             continue;
         };
         let rule_name = format!("{scope}.{name}");
@@ -137,7 +157,13 @@ pub(super) fn limits(
         }
         built.name = Some(rule_name);
         built.enforcement = Enforcement::Rule(rule);
-        out.push(RouteLimit { limit: Arc::new(built), gateway_wide: scope == "gateway", key, missing });
+        out.push(RouteLimit {
+            limit: Arc::new(built),
+            gateway_wide: scope == "gateway",
+            key,
+            missing,
+            cost_header,
+        });
     }
     out
 }

@@ -189,6 +189,9 @@ pub struct RouteLimit {
     pub key: KeySpec,
     /// What a request without the key does.
     pub missing: MissingKey,
+    /// A budget's: the upstream response header (or trailer) holding what
+    /// a request cost, charged when the response ends.
+    pub cost_header: Option<http::HeaderName>,
 }
 
 impl RouteLimit {

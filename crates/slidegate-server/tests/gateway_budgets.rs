@@ -1,0 +1,139 @@
+//! A gateway route's budget charged what the upstream says each request
+//! cost (`cost_header`), with real upstreams and clients: a header read
+//! when the response comes and charged when it ends, a trailer at the end
+//! of a slow stream, a client gone mid-stream, a response without a count;
+//! and bad configurations refused by name. The budget is read through the
+//! rules file's twin of the gateway's limit (the same counter, see
+//! `edges_agree`), with `POST /v1/peek`.
+
+#[path = "support/edges.rs"]
+mod edges;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use edges::Edges;
+use http_body_util::BodyExt as _;
+use slidegate::MemoryStore;
+use slidegate_server::ServiceStore;
+use slidegate_server::config::{Config, GatewayConfig};
+use slidegate_testkit::Upstream;
+
+/// The gateway's limit `llm.tokens`, as the rules file declares it.
+const RULES: &str = "\
+domain: gateway
+descriptors:
+  - key: route
+    value: llm
+    descriptors:
+      - key: header:x-tenant
+        rate_limit: { name: llm.tokens, unit: minute, requests_per_unit: 1000, budget: true }
+";
+
+fn gateway_yaml(upstream: &Upstream) -> String {
+    format!(
+        "routes:\n  - name: llm\n    upstreams: [http://{}]\n    limits:\n      \
+         - {{ name: tokens, key: header:x-tenant, requests_per_unit: 1000, window: 1m, budget: true, \
+         cost_header: x-usage-tokens }}\n",
+        upstream.addr()
+    )
+}
+
+/// `tenant`'s budget: what is left, and the debt.
+async fn budget(edges: &Edges, tenant: &str) -> (u64, u64) {
+    let body = format!(
+        r#"{{"domain": "gateway", "descriptors": [{{"entries": [{{"key": "route", "value": "llm"}}, {{"key": "header:x-tenant", "value": "{tenant}"}}]}}]}}"#
+    );
+    let (_, _, answer) = support::post_json(&edges.url("/v1/peek"), &body).await;
+    let limit = &answer["descriptors"][0]["limits"][0];
+    (limit["remaining"].as_u64().expect("remaining"), limit["debt"].as_u64().expect("debt"))
+}
+
+async fn get(edges: &Edges, path: &str, tenant: &str) -> u16 {
+    support::http("GET", &edges.gateway_url(path), "", &[("x-tenant", tenant)]).await.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_s_budget_is_charged_what_the_upstream_says() {
+    let upstream = Upstream::start();
+    let edges =
+        Edges::start(ServiceStore::Memory(MemoryStore::new()), RULES, &gateway_yaml(&upstream), |_| {}).await;
+
+    // A header: 700 + 700 land, then denied before the upstream.
+    assert_eq!(get(&edges, "/usage/700", "acme").await, 200);
+    support::eventually("700 charged", async || budget(&edges, "acme").await == (300, 0)).await;
+    assert_eq!(get(&edges, "/usage/700", "acme").await, 200);
+    support::eventually("1,400 recorded", async || budget(&edges, "acme").await == (0, 400)).await;
+    let before = upstream.requests();
+    assert_eq!(get(&edges, "/usage/5", "acme").await, 429);
+    assert_eq!(upstream.requests(), before, "denied before the upstream");
+
+    // A trailer at the end of a slow stream: charged when it ends.
+    let url = edges.gateway_url("/usage/250?trailer&frames=4&every=100");
+    let request = http::Request::get(url.as_str()).header("x-tenant", "globex").header("te", "trailers");
+    let response = support::http_client()
+        .request(request.body(http_body_util::Full::new(bytes::Bytes::new())).expect("request"))
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 200);
+    assert_eq!(budget(&edges, "globex").await, (1000, 0), "the count comes last");
+    let body = response.into_body().collect().await.expect("body");
+    assert_eq!(
+        body.trailers().and_then(|t| t.get("x-usage-tokens")).map(|v| v.as_bytes()),
+        Some(&b"250"[..])
+    );
+    support::eventually("250 charged", async || budget(&edges, "globex").await == (750, 0)).await;
+
+    // A client gone mid-stream: charged what the header said.
+    let url = edges.gateway_url("/usage/300?frames=50&every=100");
+    let request = http::Request::get(url.as_str()).header("x-tenant", "initech");
+    let mut response = support::http_client()
+        .request(request.body(http_body_util::Full::new(bytes::Bytes::new())).expect("request"))
+        .await
+        .expect("response");
+    assert!(response.body_mut().frame().await.expect("a frame").expect("data").is_data());
+    drop(response);
+    support::eventually("300 charged", async || budget(&edges, "initech").await == (700, 0)).await;
+
+    // A response without a count is charged nothing.
+    assert_eq!(get(&edges, "/plain", "hooli").await, 200);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(budget(&edges, "hooli").await, (1000, 0));
+}
+
+/// The errors the gateway file `yaml` gives (it must give some).
+fn gateway_errors(yaml: &str) -> String {
+    GatewayConfig::from_text(Path::new("gateway.yaml"), yaml).expect_err("refused").to_string()
+}
+
+#[test]
+fn bad_budget_configurations_are_refused_by_name() {
+    let cases = [
+        (
+            "{ name: t, key: global, requests_per_unit: 5, unit: minute, cost_header: x-usage-tokens }",
+            "`cost_header` says what a budget is charged: add `budget: true`",
+        ),
+        (
+            "{ name: t, key: global, requests_per_unit: 5, unit: minute, budget: true, cost_header: \"x y\" }",
+            "`cost_header: x y` is no header name",
+        ),
+    ];
+    for (limit, expected) in cases {
+        let yaml = format!(
+            "routes:\n  - name: r\n    upstreams: [http://127.0.0.1:9]\n    limits:\n      - {limit}\n"
+        );
+        let errors = gateway_errors(&yaml);
+        assert!(errors.contains(expected), "{limit}: {errors}");
+    }
+    let mixed = "routes:\n  - name: r\n    upstreams: [http://127.0.0.1:9]\n    limits:\n      \
+                 - { name: a, key: global, requests_per_unit: 5, unit: minute, budget: true, cost_header: x-a }\n      \
+                 - { name: b, key: global, requests_per_unit: 5, unit: minute, budget: true }\n";
+    let errors = gateway_errors(mixed);
+    assert!(errors.contains("must all read the same `cost_header`"), "{errors}");
+    let rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 5, cost_header: x }\n";
+    let errors = Config::from_texts(&[(PathBuf::from("rules.yaml"), rules.to_owned())])
+        .expect_err("refused")
+        .to_string();
+    assert!(errors.contains("`cost_header` is a gateway limit's field"), "{errors}");
+}
