@@ -84,6 +84,10 @@ pub struct LibraryDocDoctests;
 pub struct ServiceDocDoctests;
 
 #[cfg(doctest)]
+#[doc = include_str!("../../../docs/budgets.md")]
+pub struct BudgetsDocDoctests;
+
+#[cfg(doctest)]
 #[doc = include_str!("../../../docs/gateway.md")]
 pub struct GatewayDocDoctests;
 
