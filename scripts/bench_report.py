@@ -54,7 +54,8 @@ ROUNDS = (1, 2, 3)
 ceilings = [read(f"ceiling-{n}.txt") for n in ROUNDS]
 ceiling_rates = [float(re.search(r"([\d.]+) requests per second", t).group(1)) for t in ceilings]
 ceiling_usecs = [float(re.search(r"usec_per_call=([\d.]+)", t).group(1)) for t in ceilings]
-cpu = {k: [load(f"cpu-{k}-{n}") for n in ROUNDS] for k in ("naive", "log", "counter", "lognb", "layer", "layer3")}
+CPU_RUNS = ("naive", "log", "counter", "lognb", "layer", "layer3", "charge")
+cpu = {k: [load(f"cpu-{k}-{n}") for n in ROUNDS] for k in CPU_RUNS}
 
 
 def median(values):
@@ -140,6 +141,9 @@ LIBRARY_TARGETS = {
     9: ("attack through the tower layer: deny cache on ≥ 10× off", {},
         "a cached denial still builds the layer's HTTP response; over recent runs 5.7–12.4×, at the bound within "
         "this machine's noise."),
+    11: ("budgets: Redis CPU per `Limiter::charge` ≤ 1.3× a check's", {},
+         "a charge that leaves something takes the check's fast path; one past the limit runs the algorithm's "
+         "whole code (and the sliding log's list layout)."),
 }
 SERVICE_TARGETS = {
     1: ("RLS on Redis against limitador-server on the same Redis: ≥ 2× its throughput, p99 ≤ 0.5× its",
@@ -253,6 +257,10 @@ target(8, "through the tower layer: Redis CPU per decision vs `Limiter::check` (
 target(9, "attack through the tower layer (one hot key, 64 tasks): deny cache on vs off",
        f"{dps(attack_layer_cache):,.0f}/s", f"off {dps(attack_layer_nocache):,.0f}/s",
        dps(attack_layer_cache) / dps(attack_layer_nocache), ">=", 10.0)
+target(11, "budgets: Redis CPU per `Limiter::charge` (cost 1, the same keys and rule) vs `Limiter::check` "
+       "(medians of 3 interleaved rounds; auto-batched)",
+       f"{median(usec_of['charge']):.2f} µs ({rounds(usec_of['charge'], us)})",
+       f"check {median(usec_of['log']):.2f} µs", median(usec_of["charge"]) / median(usec_of["log"]), "<=", 1.3)
 rows.append((10, "three rules in one layer (global + per-address + per-user; one script call each): "
              "Redis CPU per request, and decisions/s (medians)",
              f"{median(usec_of['layer3']):.2f} µs; {median(rate_of['layer3']):,.0f}/s",

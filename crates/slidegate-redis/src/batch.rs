@@ -49,10 +49,7 @@ pub(crate) async fn check_batch(
     };
     let checks: Vec<Option<Check>> = requests
         .iter()
-        .map(|r| {
-            let rule = r.rule();
-            (rule.penalty().is_none() && !rule.is_budget()).then(|| Check::new(store.prefix(), r))
-        })
+        .map(|r| r.rule().penalty().is_none().then(|| Check::new(store.prefix(), r)))
         .collect();
     let backend = match store.connected() {
         Ok(connected) => &connected.backend,

@@ -31,9 +31,10 @@ impl Store for RedisStore {
         let check = Check::new(self.prefix(), request);
         let connected = self.connected()?;
         let reply = match &connected.auto_batch {
-            // A budget's charge goes alone (the batch script only checks).
-            Some(batch) if !rule.is_budget() => batch.check(check).await?,
-            _ => connected.backend.run(&check.call(self.scripts(), self.now()?, connected.field_ttl)).await?,
+            Some(batch) => batch.check(check).await?,
+            None => {
+                connected.backend.run(&check.call(self.scripts(), self.now()?, connected.field_ttl)).await?
+            }
         };
         single::decode(rule, &reply)
     }

@@ -21,7 +21,7 @@ macro_rules! lua {
 }
 
 /// The shared code (`lib/shared.lua`) and the algorithm files given, in a
-/// function `shared()` answering `$tables` and `decide`: the multi
+/// function `shared()` answering `$tables`, `decide` and `charged`: the multi
 /// script's shared code, defined only when a check leaves the fast paths.
 macro_rules! shared_fn {
     ($tables:literal, $($algorithm:literal),+) => {
@@ -31,7 +31,7 @@ macro_rules! shared_fn {
             $("\n", lua!("algorithms/", $algorithm),)+
             "\nreturn ",
             $tables,
-            ", decide\nend\n"
+            ", decide, charged\nend\n"
         )
     };
 }

@@ -14,6 +14,7 @@ use slidegate::{Limiter, Source, State, Store};
 use super::entry::{self, Answer, App};
 use super::pacer::Pacer;
 use super::plan::{BenchPlan, Bound};
+use crate::cli::Entry;
 use crate::cli::KeyOrder;
 
 /// A task yields to the scheduler every this many checks, so that checks
@@ -121,7 +122,12 @@ impl<S: Store> Worker<S> {
                     let address = entry::reads_address(self.plan.entry).then_some(&mut address);
                     entry::ask(app, &key, index, address).await
                 }
-                None => self.limiter.check_n(&self.plan.rule, &key, self.plan.cost).await.map_or_else(
+                None => if self.plan.entry == Entry::Charge {
+                    self.limiter.charge(&self.plan.rule, &key, self.plan.cost).await
+                } else {
+                    self.limiter.check_n(&self.plan.rule, &key, self.plan.cost).await
+                }
+                .map_or_else(
                     |error| Err(format!("{:#}", anyhow::Error::new(error))),
                     |d| {
                         Ok(Answer {

@@ -202,6 +202,9 @@ pub enum Entry {
     /// address (`x-ip`, 1,000 addresses), both sliding counters with room
     /// to spare, and the rule per user.
     LayerThreeRules,
+    /// `Limiter::charge`: each decision a charge recorded whatever remains
+    /// (a budget's cost learnt after the request).
+    Charge,
 }
 
 /// When `bench` stops: exactly one of the two.

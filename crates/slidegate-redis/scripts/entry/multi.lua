@@ -13,13 +13,15 @@
 -- ARGV     [1] one flags byte (1: the server has per-field hash TTL),
 --          then the checks, 17 bytes each in KEYS' order, packed
 --          big-endian (struct '>BI4I6I4I2'): algorithm (1 log, 2 counter,
---          3 fixed, 4 gcra), limit, window_ms, cost, buckets (one argument
---          instead of five per check, and no strtod)
+--          3 fixed, 4 gcra; plus 8 for a budget's charge, recorded
+--          whatever remains, as entry/single.lua's flag 2), limit,
+--          window_ms, cost, buckets (one argument instead of five per
+--          check, and no strtod)
 --          [2] now_ms in client-clock mode; absent: the Redis server's TIME
 --          [3] with [2]: the TTL slack in ms; [2] and [3] are read by
 --          lib/clock.lua
--- Reply    per check, entry/single.lua's reply (one integer or four), or
---          the error's message (a string)
+-- Reply    per check, entry/single.lua's reply (one integer, four, or a
+--          charge's five), or the error's message (a string)
 --
 -- Assembled by src/scripts.rs after lib/clock.lua (`now`, `server_clock`)
 -- and both fast paths:
@@ -39,27 +41,35 @@ local function log_ttl(window)
   end
   return ttl
 end
--- The algorithm tables and decide, from shared() once a check leaves the
--- fast paths.
-local algorithms, decide
+-- The algorithm tables, decide and charged, from shared() once a check
+-- leaves the fast paths.
+local algorithms, decide, charged
 
 local function one(key, code, limit, window, cost, buckets)
+  local charge = code > 8
+  if charge then code = code - 8 end
   local fast = FAST[code]
-  if fast then
+  -- A charge of 0 records nothing: the shared code answers it.
+  if fast and cost > 0 then
     -- A key the fast function cannot read is left to the shared code,
     -- which says what is wrong: log_fast answers nil, counter_fast raises
     -- (before writing anything; pcall only there, as in entry/single.lua).
     local ok, reply = true, nil
     if code == 2 then
-      ok, reply = pcall(fast, key, limit, window, cost, now, server_clock, buckets, field_ttl)
+      ok, reply = pcall(fast, key, limit, window, cost, now, server_clock, buckets, field_ttl, nil, charge)
     else
-      reply = fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, log_ttl(window))
+      reply = fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, log_ttl(window), charge)
     end
     if ok and reply then return reply end
   end
-  if not algorithms then algorithms, decide = shared() end
-  local r = { limit = limit, window = window, buckets = buckets, field_ttl = field_ttl }
-  return decide(algorithms[code], key, r, cost, now)
+  if not algorithms then algorithms, decide, charged = shared() end
+  local r = { limit = limit, window = window, buckets = buckets, field_ttl = field_ttl, charge = charge }
+  local A = algorithms[code]
+  if charge then
+    local allowed, remaining, retry, reset, debt = charged(A, key, r, cost, now, A.eval(key, r, 1, now))
+    return { allowed, remaining, retry, reset, debt }
+  end
+  return decide(A, key, r, cost, now)
 end
 
 if #checks ~= 1 + 17 * #KEYS then

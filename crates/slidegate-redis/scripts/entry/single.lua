@@ -33,14 +33,15 @@ local check = ARGV[1]
 local limit, window, cost, buckets, flags = struct.unpack('>I4I6I4I2B', check)
 local field_ttl = flags % 2 == 1
 local charge = flags >= 2
-if FAST and not charge then
+-- A charge of 0 records nothing: the shared code answers it.
+if FAST and cost > 0 then
   -- Only a fast function that may raise runs under pcall (pcall has a
   -- cost): a key it cannot read is then left to the shared code.
   local ok, reply = true, nil
   if FAST_RAISES then
-    ok, reply = pcall(FAST, KEYS[1], limit, window, cost, now, server_clock, buckets, field_ttl)
+    ok, reply = pcall(FAST, KEYS[1], limit, window, cost, now, server_clock, buckets, field_ttl, nil, charge)
   else
-    reply = FAST(KEYS[1], limit, window, cost, now, server_clock, buckets, field_ttl, string.sub(check, 18))
+    reply = FAST(KEYS[1], limit, window, cost, now, server_clock, buckets, field_ttl, string.sub(check, 18), charge)
   end
   if ok and reply then return reply end
 end

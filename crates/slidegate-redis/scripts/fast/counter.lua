@@ -11,9 +11,11 @@
 -- the key to COUNTER, which says what is wrong.
 --
 -- counter_fast(key, limit, window, cost, now, server_clock, buckets,
--- field_ttl): the reply of an admitted request (as log_fast's), or nil.
+-- field_ttl, ttl, charge): the reply of an admitted request (as
+-- log_fast's, whose signature it shares; `ttl` is not used), or nil; with
+-- `charge`, only of a charge that leaves something (as log_fast).
 
-local function counter_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl)
+local function counter_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, ttl, charge)
   local first = math.floor((now - window + 1) * buckets / window)
   local fields = redis.call('HGETALL', key)
   -- Strings become numbers by arithmetic, not tonumber(): tonumber runs
@@ -33,7 +35,7 @@ local function counter_fast(key, limit, window, cost, now, server_clock, buckets
     redis.call('HDEL', key, unpack(stale))
   end
   local room = limit - used
-  if room >= cost then
+  if room > cost or (room == cost and not charge) then
     local cur = math.floor(now * buckets / window)
     -- The newest bucket's own field name when charging it (most calls):
     -- no string to format.

@@ -10,7 +10,7 @@
 -- and writes nothing before it answers nil.
 --
 -- log_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl,
--- ttl) answers an admitted request with one integer, remaining * (2 *
+-- ttl, charge) answers an admitted request with one integer, remaining * (2 *
 -- window + 2) + reset_after (entry/single.lua's reply), reset_after being
 -- the window (the new entry is the newest). `now` is within 0..MAX_TIME.
 -- `ttl` is the key's TTL, window + SLACK_MS, as decimal text: numbers go
@@ -20,7 +20,10 @@
 -- costliest step left (docs/benchmark-notes.md). The signature is
 -- counter_fast's (the arguments one does not use are ignored).
 
-local function log_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, ttl)
+-- With `charge` (a budget's charge, recorded whatever remains) it answers
+-- only a charge that leaves something: then it is an admitted check's
+-- (the charge's debt 0, its retry_after 0); LOG.record takes the others.
+local function log_fast(key, limit, window, cost, now, server_clock, buckets, field_ttl, ttl, charge)
   -- 128 = PACKED_MAX, 6 = ENTRY.
   local m = 2 * window + 2
   if limit * m >= 9007199254740992 then return nil end
@@ -46,7 +49,7 @@ local function log_fast(key, limit, window, cost, now, server_clock, buckets, fi
         end
       end
       local used = n - first
-      if used + cost > limit then return nil end
+      if used + cost > limit or (charge and used + cost == limit) then return nil end
       local entry = struct.pack('>I6', now)
       if cost > 1 then entry = string.rep(entry, cost) end
       if first > 0 then s = string.sub(s, first * 6 + 1) end
@@ -71,7 +74,10 @@ local function log_fast(key, limit, window, cost, now, server_clock, buckets, fi
     tail_t, tail_cost, total = struct.unpack('>I6I4I7', tail)
     used = total - head_total + head_cost
   end
-  if used + cost > limit or (tail_t and tail_t > now) or total + cost >= 1125899906842624 then return nil end
+  if used + cost > limit or (charge and used + cost == limit) or (tail_t and tail_t > now)
+    or total + cost >= 1125899906842624 then
+    return nil
+  end
   if tail_t == now then
     redis.call('LSET', key, -1, struct.pack('>I6I4I7', now, tail_cost + cost, total + cost))
   else

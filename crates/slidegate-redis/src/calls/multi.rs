@@ -18,11 +18,11 @@ pub(crate) fn call<'s>(scripts: &'s Scripts, checks: &[&Check], now: Now, field_
     let keys: Vec<&str> = checks.iter().map(|check| check.state.as_str()).collect();
     let mut call = Call::new(scripts.multi(), &keys);
     // A flags byte (1: per-field hash TTL), then each check: its
-    // algorithm's code and its packed numbers.
+    // algorithm's code (plus 8 for a budget's charge) and its packed numbers.
     let mut packed = vec![0; 1 + (1 + CHECK_LEN) * checks.len()];
     packed[0] = u8::from(field_ttl);
     for (check, out) in checks.iter().zip(packed[1..].chunks_exact_mut(1 + CHECK_LEN)) {
-        out[0] = algorithm_code(check.algorithm);
+        out[0] = algorithm_code(check.algorithm) + if check.charge { 8 } else { 0 };
         check.pack(&mut out[1..]);
     }
     call.cmd.arg(packed);

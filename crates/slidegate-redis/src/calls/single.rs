@@ -21,7 +21,7 @@ pub(crate) struct Check {
     window_ms: u64,
     cost: u32,
     /// A budget's: recorded whatever remains (flag 2).
-    charge: bool,
+    pub(crate) charge: bool,
 }
 
 /// Bytes of a packed check (see [`Check::pack`]).
