@@ -2,11 +2,11 @@
 //! the request, whichever entry point it came through (docs/design.md,
 //! "Scripts").
 
-use slidegate::store::{Dimensions, Request, Store};
+use slidegate::store::{Dimensions, LeaseRequest, Request, Store};
 use slidegate::{Decision, Error, MultiDecision};
 
 use crate::calls::single::Check;
-use crate::calls::{general, single};
+use crate::calls::{general, lease, single};
 use crate::cross_slot;
 use crate::store::RedisStore;
 
@@ -110,6 +110,21 @@ impl Store for RedisStore {
         let call = crate::calls::Call::new(self.scripts().reset(), &key_refs);
         let reply = self.send(&call).await?;
         Ok(reply.first().is_some_and(|&n| n > 0))
+    }
+
+    async fn acquire(&self, lease: &LeaseRequest<'_>) -> Result<Decision, Error> {
+        let call = lease::call(self.scripts(), self.prefix(), lease, "acquire", self.now()?);
+        lease::decode_acquire(lease.limit().limit(), &self.send(&call).await?)
+    }
+
+    async fn release(&self, lease: &LeaseRequest<'_>) -> Result<bool, Error> {
+        let call = lease::call(self.scripts(), self.prefix(), lease, "release", self.now()?);
+        lease::decode_held(&self.send(&call).await?)
+    }
+
+    async fn renew(&self, lease: &LeaseRequest<'_>) -> Result<bool, Error> {
+        let call = lease::call(self.scripts(), self.prefix(), lease, "renew", self.now()?);
+        lease::decode_held(&self.send(&call).await?)
     }
 
     async fn check_batch(&self, requests: &[Request<'_>]) -> Vec<Result<Decision, Error>> {

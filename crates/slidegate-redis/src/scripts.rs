@@ -151,6 +151,9 @@ pub const RELEASE: &str = concat!(all_algorithms!(), lua!("entry/release.lua"));
 /// Full source of the script forgetting a key's state (`entry/reset.lua`).
 pub const RESET: &str = lua!("entry/reset.lua");
 
+/// Full source of the concurrency leases' script (`entry/lease.lua`).
+pub const LEASE: &str = concat!(lua!("lib/clock.lua"), "\n", lua!("entry/lease.lua"));
+
 /// The scripts, with their SHA1 computed once.
 #[derive(Debug)]
 pub(crate) struct Scripts {
@@ -162,6 +165,7 @@ pub(crate) struct Scripts {
     release: Script,
     multi: Script,
     reset: Script,
+    lease: Script,
 }
 
 impl Scripts {
@@ -175,6 +179,7 @@ impl Scripts {
             release: Script::new(RELEASE),
             multi: Script::new(MULTI),
             reset: Script::new(RESET),
+            lease: Script::new(LEASE),
         }
     }
 
@@ -198,8 +203,13 @@ impl Scripts {
         &self.reset
     }
 
+    /// The concurrency leases' script.
+    pub(crate) fn lease(&self) -> &Script {
+        &self.lease
+    }
+
     /// Every script, for loading at connect time.
-    pub(crate) fn all(&self) -> [&Script; 8] {
+    pub(crate) fn all(&self) -> [&Script; 9] {
         [
             &self.log,
             &self.counter,
@@ -209,6 +219,7 @@ impl Scripts {
             &self.release,
             &self.multi,
             &self.reset,
+            &self.lease,
         ]
     }
 

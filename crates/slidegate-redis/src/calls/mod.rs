@@ -4,9 +4,11 @@
 //! * [`single`] — one rule without a penalty: the algorithm's fast script;
 //! * [`multi`] — many such checks in one call (auto-batching, batches);
 //! * [`general`] — penalties and multi-dimension requests;
-//! * [`release`] — taking back a cross-slot reservation.
+//! * [`release`] — taking back a cross-slot reservation;
+//! * [`lease`] — concurrency leases.
 
 pub(crate) mod general;
+pub(crate) mod lease;
 pub(crate) mod multi;
 pub(crate) mod release;
 pub(crate) mod single;

@@ -11,6 +11,7 @@ pub mod budgets;
 pub mod dimensions;
 pub mod extremes;
 mod helpers;
+pub mod leases;
 pub mod limit_changes;
 pub mod peek;
 pub mod penalties;
@@ -101,6 +102,8 @@ where
     budgets::debt_is_paid_off_when_retry_after_says(&s, &c).await;
     let (s, c) = fresh().await;
     budgets::budgets_among_dimensions(&s, &c).await;
+    let (s, c) = fresh().await;
+    leases::at_most_n_at_once(&s, &c).await;
 }
 
 /// N requests pass, the N+1th is denied, keys are independent.

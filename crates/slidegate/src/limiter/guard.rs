@@ -104,7 +104,7 @@ impl<S: Store> Inner<S> {
         }
     }
 
-    fn retry_hint(&self) -> Duration {
+    pub(super) fn retry_hint(&self) -> Duration {
         self.breaker.as_ref().map_or(Duration::ZERO, |b| b.open_remaining(self.clock.now_ms()))
     }
 

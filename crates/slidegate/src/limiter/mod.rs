@@ -5,6 +5,7 @@
 mod batch;
 mod builder;
 mod guard;
+mod leases;
 mod operate;
 mod pipeline;
 mod scaling;

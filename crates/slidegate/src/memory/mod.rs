@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 mod entry;
 mod key;
+mod leases;
 
 use entry::Entry;
 use hashbrown::HashTable;
@@ -33,11 +34,14 @@ struct Shard {
     ops: u32,
     /// When the shard, full, was last swept for a new key.
     full_swept_at: Option<u64>,
+    /// Concurrency leases, by limit name and identity.
+    leases: std::collections::HashMap<Box<str>, leases::Leases, foldhash::fast::RandomState>,
 }
 
 impl Shard {
     fn sweep(&mut self, now: u64) {
         self.map.retain(|(_, e)| e.expires_at > now);
+        self.leases.retain(|_, held| held.expires_at() > now);
     }
 }
 
@@ -368,6 +372,18 @@ impl Store for MemoryStore {
 
     async fn reset(&self, request: &Request<'_>) -> Result<bool, Error> {
         Ok(self.reset_sync(request))
+    }
+
+    async fn acquire(&self, lease: &crate::store::LeaseRequest<'_>) -> Result<Decision, Error> {
+        self.acquire_sync(lease)
+    }
+
+    async fn release(&self, lease: &crate::store::LeaseRequest<'_>) -> Result<bool, Error> {
+        Ok(self.release_sync(lease))
+    }
+
+    async fn renew(&self, lease: &crate::store::LeaseRequest<'_>) -> Result<bool, Error> {
+        Ok(self.renew_sync(lease))
     }
 
     fn is_local(&self) -> bool {

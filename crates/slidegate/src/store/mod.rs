@@ -12,6 +12,7 @@ mod request;
 use std::future::Future;
 
 pub use crate::clock::validate_time;
+pub use crate::concurrency::LeaseRequest;
 pub use crate::identity::{Identity, encode_identity, validate_cost};
 pub use crate::penalty::PenaltyState;
 pub use request::{Dimensions, Request};
@@ -96,6 +97,45 @@ pub trait Store: Send + Sync + 'static {
         async { Err(Error::new(ErrorKind::Backend, "this store cannot reset a key's state")) }
     }
 
+    /// Takes the lease `lease.id()` of its identity when fewer than its
+    /// limit are held, at the store's time: leases whose ttl has passed are
+    /// dropped first, and one already held is renewed (taking the same
+    /// lease twice holds one). The decision: `allowed`, `limit`,
+    /// `remaining` (the limit less the leases held after), for a refusal
+    /// `retry_after` and `reset_after` (until the oldest and the newest
+    /// lease's ttl passes).
+    ///
+    /// The default refuses with [`ErrorKind::Backend`]; both stores of
+    /// slidegate implement it.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn acquire(&self, lease: &LeaseRequest<'_>) -> impl Future<Output = Result<Decision, Error>> + Send {
+        let _ = lease;
+        async { Err(Error::new(ErrorKind::Backend, "this store holds no concurrency leases")) }
+    }
+
+    /// Gives back a lease; whether it was held (and its ttl had not passed).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    fn release(&self, lease: &LeaseRequest<'_>) -> impl Future<Output = Result<bool, Error>> + Send {
+        let _ = lease;
+        async { Err(Error::new(ErrorKind::Backend, "this store holds no concurrency leases")) }
+    }
+
+    /// Holds a lease for another ttl from now; whether it was still held.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    fn renew(&self, lease: &LeaseRequest<'_>) -> impl Future<Output = Result<bool, Error>> + Send {
+        let _ = lease;
+        async { Err(Error::new(ErrorKind::Backend, "this store holds no concurrency leases")) }
+    }
+
     /// Decides many independent requests; the results are in input order,
     /// one per request. The default asks one at a time; the Redis store
     /// sends the whole batch in one round trip (per Cluster slot).
@@ -131,6 +171,18 @@ pub trait Store: Send + Sync + 'static {
 }
 
 impl<S: Store> Store for std::sync::Arc<S> {
+    fn acquire(&self, lease: &LeaseRequest<'_>) -> impl Future<Output = Result<Decision, Error>> + Send {
+        (**self).acquire(lease)
+    }
+
+    fn release(&self, lease: &LeaseRequest<'_>) -> impl Future<Output = Result<bool, Error>> + Send {
+        (**self).release(lease)
+    }
+
+    fn renew(&self, lease: &LeaseRequest<'_>) -> impl Future<Output = Result<bool, Error>> + Send {
+        (**self).renew(lease)
+    }
+
     fn reset(&self, request: &Request<'_>) -> impl Future<Output = Result<bool, Error>> + Send {
         (**self).reset(request)
     }

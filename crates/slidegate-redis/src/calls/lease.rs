@@ -1,0 +1,60 @@
+//! Concurrency leases: `scripts/entry/lease.lua` on an identity's leases.
+
+use slidegate::store::LeaseRequest;
+use slidegate::{Decision, Error};
+
+use super::{Call, count, ms, unexpected};
+use crate::now::Now;
+use crate::scripts::Scripts;
+
+/// The key of `lease`'s identity's leases: `<prefix>lease:<name>:{<identity>}`
+/// — the identity's hash tag, as its other keys.
+pub(crate) fn key(prefix: &str, lease: &LeaseRequest<'_>) -> String {
+    let (name, identity) = (lease.limit().name(), lease.identity().as_str());
+    let mut out = String::with_capacity(prefix.len() + name.len() + identity.len() + 10);
+    out.push_str(prefix);
+    out.push_str("lease:");
+    out.push_str(name);
+    out.push_str(":{");
+    out.push_str(identity);
+    out.push('}');
+    out
+}
+
+/// The call doing `op` (`acquire`, `release`, `renew`) on `lease`.
+pub(crate) fn call<'s>(
+    scripts: &'s Scripts,
+    prefix: &str,
+    lease: &LeaseRequest<'_>,
+    op: &str,
+    now: Now,
+) -> Call<'s> {
+    let key = key(prefix, lease);
+    let mut call = Call::new(scripts.lease(), &[&key]);
+    call.cmd
+        .arg(op)
+        .arg(now.time_arg())
+        .arg(now.slack_arg())
+        .arg(lease.id().as_str())
+        .arg(lease.limit().limit())
+        .arg(lease.limit().ttl_ms());
+    call
+}
+
+/// An acquisition's reply: `{allowed, remaining, retry_ms, reset_ms}`.
+pub(crate) fn decode_acquire(limit: u32, reply: &[i64]) -> Result<Decision, Error> {
+    let &[allowed, remaining, retry, reset] = reply else { return Err(unexpected(reply)) };
+    Ok(if allowed == 1 {
+        Decision::allowed(limit, count(remaining), ms(reset))
+    } else {
+        Decision::limited(limit, count(remaining), ms(retry), ms(reset))
+    })
+}
+
+/// A release's or renewal's reply: `{held}`.
+pub(crate) fn decode_held(reply: &[i64]) -> Result<bool, Error> {
+    match reply {
+        &[held] => Ok(held == 1),
+        _ => Err(unexpected(reply)),
+    }
+}
