@@ -1,5 +1,6 @@
 //! Concurrency limits: at most N at once per identity — open streams,
-//! exports, jobs. [`Limiter::acquire`] takes a [`Lease`] when fewer than N
+//! exports, jobs. [`Limiter::acquire`](crate::Limiter::acquire) takes a
+//! [`Lease`](crate::Lease) when fewer than N
 //! are held; the lease is given back when released, dropped, or — by the
 //! store itself — when its `ttl` passes without a [renewal](Lease::renew)
 //! (a killed process's leases come back).
@@ -8,9 +9,9 @@ use std::fmt;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use crate::identity::Identity;
 use crate::limits::{MAX_NAME_LEN, MAX_WINDOW};
-use crate::store::{Identity, Store};
-use crate::{Decision, Error, ErrorKind, Limiter};
+use crate::{Error, ErrorKind};
 
 /// At most `limit` leases held at once per identity, each given back by
 /// the store when its `ttl` passes without a renewal.
@@ -179,111 +180,5 @@ impl<'a> LeaseRequest<'a> {
     /// Which lease.
     pub fn id(&self) -> &LeaseId {
         self.id
-    }
-}
-
-/// Where a lease is held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Held {
-    /// In the store.
-    Store,
-    /// In the limiter's fallback store (the store had failed).
-    Fallback,
-    /// Nowhere: refused, or admitted by the failure policy without one.
-    Nowhere,
-}
-
-/// The answer to [`Limiter::acquire`]: a lease held, or refused. A held
-/// lease is given back by [`release`](Self::release), or when dropped (in
-/// a task on the current Tokio runtime), or by the store once its ttl
-/// passes without a [`renew`](Self::renew).
-pub struct Lease<S: Store> {
-    pub(crate) limiter: Limiter<S>,
-    pub(crate) limit: ConcurrencyLimit,
-    pub(crate) key: String,
-    pub(crate) id: LeaseId,
-    pub(crate) decision: Decision,
-    pub(crate) held: Held,
-}
-
-impl<S: Store> fmt::Debug for Lease<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lease")
-            .field("limit", &self.limit.name)
-            .field("id", &self.id)
-            .field("held", &self.held)
-            .field("decision", &self.decision)
-            .finish()
-    }
-}
-
-impl<S: Store> Lease<S> {
-    /// Whether the request may proceed: a lease is held (or the failure
-    /// policy admitted it without one, [`State::Degraded`](crate::State::Degraded)).
-    pub fn is_held(&self) -> bool {
-        self.decision.allowed
-    }
-
-    /// How the acquisition was decided: `limit`, `remaining` (the limit
-    /// less the leases held now, this one included), and for a refusal
-    /// `retry_after` (until the oldest lease's ttl passes, if it is not
-    /// given back sooner).
-    pub fn decision(&self) -> &Decision {
-        &self.decision
-    }
-
-    /// The lease's id (to give it back from elsewhere, e.g. `POST
-    /// /v1/release`).
-    pub fn id(&self) -> &LeaseId {
-        &self.id
-    }
-
-    /// Gives the lease back now. Returns whether the store still held it
-    /// (`false` once its ttl had passed).
-    ///
-    /// # Errors
-    ///
-    /// A store failure (the lease then comes back when its ttl passes).
-    pub async fn release(mut self) -> Result<bool, Error> {
-        let held = std::mem::replace(&mut self.held, Held::Nowhere);
-        self.limiter.release_lease(&self.limit, &self.key, &self.id, held).await
-    }
-
-    /// Holds the lease for another ttl from now. Returns whether the
-    /// store still held it (`false`: its ttl had passed, and it may have
-    /// been taken by another).
-    ///
-    /// # Errors
-    ///
-    /// A store failure.
-    pub async fn renew(&self) -> Result<bool, Error> {
-        self.limiter.renew_lease(&self.limit, &self.key, &self.id, self.held).await
-    }
-
-    /// Keeps the lease held after this value is dropped: its id gives it
-    /// back ([`Limiter::release`]), or its ttl.
-    pub fn detach(mut self) -> LeaseId {
-        self.held = Held::Nowhere;
-        self.id.clone()
-    }
-}
-
-impl<S: Store> Drop for Lease<S> {
-    fn drop(&mut self) {
-        let held = std::mem::replace(&mut self.held, Held::Nowhere);
-        if held == Held::Nowhere {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(target: "slidegate", limit = %self.limit.name, "a lease dropped outside a Tokio runtime comes back when its ttl passes");
-            return;
-        };
-        let (limiter, limit, key, id) =
-            (self.limiter.clone(), self.limit.clone(), std::mem::take(&mut self.key), self.id.clone());
-        runtime.spawn(async move {
-            if let Err(error) = limiter.release_lease(&limit, &key, &id, held).await {
-                tracing::warn!(target: "slidegate", %error, limit = %limit.name, "a dropped lease could not be given back; it comes back when its ttl passes");
-            }
-        });
     }
 }

@@ -3,11 +3,13 @@
 //! store); when it fails, the failure policy answers — the fallback store
 //! holds the lease, or none is held.
 
+use std::fmt;
 use std::sync::atomic::Ordering;
 
 use super::Limiter;
 use super::guard::Outcome;
-use crate::concurrency::{ConcurrencyLimit, Held, Lease, LeaseId, LeaseRequest};
+
+use crate::concurrency::{ConcurrencyLimit, LeaseId, LeaseRequest};
 use crate::failure;
 use crate::{Decision, Error, FailurePolicy, Store};
 
@@ -115,5 +117,111 @@ fn answered(outcome: Outcome<bool>) -> Result<bool, Error> {
         Outcome::Answered(held) => Ok(held),
         Outcome::Invalid(error) => Err(error),
         Outcome::Failed(reason) => Err(reason.error()),
+    }
+}
+
+/// Where a lease is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// In the store.
+    Store,
+    /// In the limiter's fallback store (the store had failed).
+    Fallback,
+    /// Nowhere: refused, or admitted by the failure policy without one.
+    Nowhere,
+}
+
+/// The answer to [`Limiter::acquire`]: a lease held, or refused. A held
+/// lease is given back by [`release`](Self::release), or when dropped (in
+/// a task on the current Tokio runtime), or by the store once its ttl
+/// passes without a [`renew`](Self::renew).
+pub struct Lease<S: Store> {
+    pub(crate) limiter: Limiter<S>,
+    pub(crate) limit: ConcurrencyLimit,
+    pub(crate) key: String,
+    pub(crate) id: LeaseId,
+    pub(crate) decision: Decision,
+    pub(crate) held: Held,
+}
+
+impl<S: Store> fmt::Debug for Lease<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("limit", &self.limit.name())
+            .field("id", &self.id)
+            .field("held", &self.held)
+            .field("decision", &self.decision)
+            .finish()
+    }
+}
+
+impl<S: Store> Lease<S> {
+    /// Whether the request may proceed: a lease is held (or the failure
+    /// policy admitted it without one, [`State::Degraded`](crate::State::Degraded)).
+    pub fn is_held(&self) -> bool {
+        self.decision.allowed
+    }
+
+    /// How the acquisition was decided: `limit`, `remaining` (the limit
+    /// less the leases held now, this one included), and for a refusal
+    /// `retry_after` (until the oldest lease's ttl passes, if it is not
+    /// given back sooner).
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+
+    /// The lease's id (to give it back from elsewhere, e.g. `POST
+    /// /v1/release`).
+    pub fn id(&self) -> &LeaseId {
+        &self.id
+    }
+
+    /// Gives the lease back now. Returns whether the store still held it
+    /// (`false` once its ttl had passed).
+    ///
+    /// # Errors
+    ///
+    /// A store failure (the lease then comes back when its ttl passes).
+    pub async fn release(mut self) -> Result<bool, Error> {
+        let held = std::mem::replace(&mut self.held, Held::Nowhere);
+        self.limiter.release_lease(&self.limit, &self.key, &self.id, held).await
+    }
+
+    /// Holds the lease for another ttl from now. Returns whether the
+    /// store still held it (`false`: its ttl had passed, and it may have
+    /// been taken by another).
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    pub async fn renew(&self) -> Result<bool, Error> {
+        self.limiter.renew_lease(&self.limit, &self.key, &self.id, self.held).await
+    }
+
+    /// Keeps the lease held after this value is dropped: its id gives it
+    /// back ([`Limiter::release`]), or its ttl.
+    pub fn detach(mut self) -> LeaseId {
+        self.held = Held::Nowhere;
+        self.id.clone()
+    }
+}
+
+impl<S: Store> Drop for Lease<S> {
+    fn drop(&mut self) {
+        let held = std::mem::replace(&mut self.held, Held::Nowhere);
+        if held == Held::Nowhere {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(target: "slidegate", limit = %self.limit.name(), "a lease dropped outside a Tokio runtime comes back when its ttl passes");
+            return;
+        };
+        let (limiter, limit, key, id) =
+            (self.limiter.clone(), self.limit.clone(), std::mem::take(&mut self.key), self.id.clone());
+        runtime.spawn(async move {
+            if let Err(error) = limiter.release_lease(&limit, &key, &id, held).await {
+                tracing::warn!(target: "slidegate", %error, limit = %limit.name(), "a dropped lease could not be given back; it comes back when its ttl passes");
+            }
+        });
     }
 }

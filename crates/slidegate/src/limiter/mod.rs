@@ -16,6 +16,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 pub use builder::LimiterBuilder;
+pub use leases::Lease;
 
 use scaling::{Adaptive, Scaling};
 
