@@ -56,6 +56,14 @@ impl KeyedRule {
     }
 }
 
+/// One concurrency limit of a layer, keyed.
+#[derive(Clone)]
+pub(crate) struct KeyedLease {
+    pub(crate) limit: slidegate::ConcurrencyLimit,
+    pub(crate) key: Arc<dyn KeyExtractor>,
+    pub(crate) missing: MissingKey,
+}
+
 /// The per-request cost function.
 pub(crate) type CostFn = Arc<dyn Fn(&Parts) -> u32 + Send + Sync>;
 
@@ -74,6 +82,8 @@ pub(crate) struct Config<S> {
     pub(crate) cost: Option<CostFn>,
     /// Where budgets' costs are read from responses, if they are.
     pub(crate) response_cost: Option<crate::ResponseCost>,
+    /// Concurrency limits: a lease each, held until the response ends.
+    pub(crate) leases: Vec<KeyedLease>,
 }
 
 impl<S> Config<S> {
@@ -104,6 +114,7 @@ impl<S> Clone for Config<S> {
             grpc: self.grpc,
             cost: self.cost.clone(),
             response_cost: self.response_cost.clone(),
+            leases: self.leases.clone(),
         }
     }
 }

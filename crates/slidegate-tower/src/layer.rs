@@ -98,6 +98,7 @@ impl<S: Store> RateLimitLayer<S> {
                 grpc: false,
                 cost: None,
                 response_cost: None,
+                leases: Vec::new(),
             }),
         }
     }
@@ -230,6 +231,45 @@ impl<S: Store> RateLimitLayer<S> {
     /// ```
     pub fn response_cost(self, source: crate::ResponseCost) -> Self {
         self.edit(|c| c.response_cost = Some(source))
+    }
+
+    /// At most `limit` requests of a key running at once (open streams,
+    /// exports): a lease is taken before the inner service is called and
+    /// held until the response body ends or is dropped — a streamed
+    /// response counts while it streams (its lease renewed every third of
+    /// the ttl). Over the limit: 429 with `Retry-After`, before the other
+    /// rules are asked. A request without the key shares one count
+    /// (`"unidentified"`; see [`concurrency_or`](Self::concurrency_or)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use axum::{Router, routing::get};
+    /// use http::HeaderName;
+    /// use slidegate::{ConcurrencyLimit, Limiter};
+    /// use slidegate_tower::{Header, RateLimitLayer};
+    ///
+    /// let streams = ConcurrencyLimit::new("streams", 10, Duration::from_secs(60)).unwrap();
+    /// let app: Router = Router::new()
+    ///     .route("/events", get(|| async { "…" }))
+    ///     .layer(
+    ///         RateLimitLayer::new(Limiter::in_memory())
+    ///             .concurrency(streams, Header::new(HeaderName::from_static("x-tenant"))),
+    ///     );
+    /// ```
+    pub fn concurrency(self, limit: slidegate::ConcurrencyLimit, key: impl KeyExtractor) -> Self {
+        self.concurrency_or(limit, key, MissingKey::default())
+    }
+
+    /// [`concurrency`](Self::concurrency), saying what a request without
+    /// the key does (see [`MissingKey`]).
+    pub fn concurrency_or(
+        self,
+        limit: slidegate::ConcurrencyLimit,
+        key: impl KeyExtractor,
+        missing: MissingKey,
+    ) -> Self {
+        let keyed = crate::config::KeyedLease { limit, key: Arc::new(key), missing };
+        self.edit(|c| c.leases.push(keyed))
     }
 
     /// Answer limited requests the gRPC way (feature `tonic`): HTTP 200 with

@@ -53,6 +53,7 @@ mod future;
 pub mod headers;
 mod key;
 mod layer;
+mod leases;
 mod response;
 mod service;
 

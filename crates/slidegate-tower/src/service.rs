@@ -15,6 +15,7 @@ use crate::charge::charge_when_done;
 use crate::config::{Config, KeyedRule, MissingKey};
 use crate::future::ResponseFuture;
 use crate::headers::{Headers, add_quota_headers, never_admitted};
+use crate::leases::{acquire_all, hold_until_done, lease_keys};
 use crate::response::{
     LimitedBody, banned_message, cost_above_limit, internal_error, limited, process_ms, unavailable,
     unidentified, wants_json,
@@ -94,6 +95,14 @@ where
                 return ResponseFuture::ready(Ok(unidentified(config.grpc, &dimension.unidentified)));
             }
         };
+        let lease_keys = if config.leases.is_empty() {
+            Vec::new()
+        } else {
+            match lease_keys(&config, &parts) {
+                Ok(keys) => keys,
+                Err(response) => return ResponseFuture::ready(Ok(response)),
+            }
+        };
         let applied = applied_rules(&config, &keys);
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
         // All a limited answer needs of the request head: its format.
@@ -102,10 +111,10 @@ where
         // from the deny cache, attack traffic — is answered here and now,
         // without a task or a copy of the keys.
         let mut known = None;
-        // Budgets charged after the response are only peeked now: not
-        // answered here.
+        // Budgets charged after the response are only peeked now, and
+        // leases are taken first: not answered here.
         let later = config.response_cost.is_some();
-        if !keys.is_empty() && cost > 0 && !later {
+        if !keys.is_empty() && cost > 0 && !later && config.leases.is_empty() {
             let dimensions = dimensions_of(&config, &keys);
             if let Some(result) = config.limiter.check_all_now(&dimensions, cost) {
                 match verdict(&config, &dimensions, result, (json, applied)) {
@@ -128,9 +137,14 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
 
         ResponseFuture::new(async move {
+            // Leases first: a request over a concurrency limit is charged nothing.
+            let leases = match acquire_all(&config, &lease_keys, json).await {
+                Ok(leases) => leases,
+                Err(response) => return Ok(response),
+            };
             // No rule applies, or a free request (cost 0).
             if keys.is_empty() || cost == 0 {
-                return inner.call(request).await;
+                return Ok(hold_until_done(inner.call(request).await?, leases));
             }
             let dimensions = dimensions_of(&config, &keys);
             let multi = match known {
@@ -160,6 +174,7 @@ where
                 response.extensions_mut().insert(limited_keys(&dimensions));
             }
             decided(&mut response, multi, applied);
+            let mut response = hold_until_done(response, leases);
             if let Some(source) = &config.response_cost {
                 let budgets: Vec<(Rule, String)> = dimensions
                     .iter()

@@ -170,6 +170,11 @@ impl<S: Store> Lease<S> {
         &self.decision
     }
 
+    /// Its concurrency limit.
+    pub fn limit(&self) -> &ConcurrencyLimit {
+        &self.limit
+    }
+
     /// The lease's id (to give it back from elsewhere, e.g. `POST
     /// /v1/release`).
     pub fn id(&self) -> &LeaseId {

@@ -1,9 +1,10 @@
-//! Budgets charged what each response cost (`RateLimitLayer::response_cost`),
-//! through a real axum server and HTTP client over a socket: the cost from a
-//! header, a trailer at the end of a slow stream, the `Cost` extension; a
-//! body dropped mid-stream charged what its header said; a missing or bad
-//! count charged nothing; admission while anything is left, in one
-//! decision with an ordinary rule.
+//! What the layer does when a response ends, through a real axum server
+//! and HTTP client over a socket: budgets charged what each response cost
+//! (`RateLimitLayer::response_cost`: a header, a trailer at the end of a
+//! slow stream, the `Cost` extension; a body dropped mid-stream charged
+//! what its header said; a missing or bad count charged nothing), and
+//! concurrency leases (`RateLimitLayer::concurrency`) held while a slow
+//! body streams, given back when it ends or is dropped.
 #![cfg(feature = "axum")] // run by scripts/test with --all-features
 
 use std::convert::Infallible;
@@ -162,4 +163,47 @@ async fn budgets_are_charged_what_each_response_cost_when_its_body_ends() {
     assert_eq!(status("/tokens/lots", "hooli").await, StatusCode::OK);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(budget(&limiter, "hooli").await, (1000, 0), "missing and bad counts charge nothing");
+}
+
+/// At most 2 streams per tenant at once, held while each slow body
+/// streams and given back when it ends or the client goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_limit_holds_its_lease_while_the_body_streams() {
+    let limiter = Limiter::in_memory();
+    let streams = slidegate::ConcurrencyLimit::new("streams", 2, Duration::from_secs(60)).unwrap();
+    let app = Router::new()
+        .route("/slow", get(|| async { Body::new(Slow { frames: 5, every: None, trailer: None }) }))
+        .layer(
+            RateLimitLayer::new(limiter.clone())
+                .concurrency(streams.clone(), Header::new(http::HeaderName::from_static("x-tenant"))),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let get = |tenant: &str| {
+        let request = http::Request::get(format!("http://{addr}/slow"))
+            .header("x-tenant", tenant)
+            .body(Empty::new())
+            .unwrap();
+        client.request(request)
+    };
+    let first = get("acme").await.unwrap();
+    let second = get("acme").await.unwrap();
+    assert_eq!((first.status(), second.status()), (StatusCode::OK, StatusCode::OK));
+    let third = get("acme").await.unwrap();
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS, "two streams are running");
+    assert!(third.headers().contains_key("retry-after"));
+    assert_eq!(get("globex").await.unwrap().status(), StatusCode::OK, "another tenant");
+    // One stream read to its end, one dropped mid-stream: both leases back.
+    first.into_body().collect().await.unwrap();
+    drop(second);
+    eventually("both leases given back", async || {
+        let lease = limiter.acquire(&streams, "acme").await.unwrap();
+        let free = lease.decision().remaining == 1;
+        lease.release().await.unwrap();
+        free
+    })
+    .await;
+    assert_eq!(get("acme").await.unwrap().status(), StatusCode::OK);
 }
