@@ -1,5 +1,6 @@
-//! A gateway route's budget charged what the upstream says each request
-//! cost (`cost_header`), with real upstreams and clients: a header read
+//! A gateway route's `max_in_flight` (slow streams count until they end
+//! or their client goes), and its budget charged what the upstream says
+//! each request cost (`cost_header`), with real upstreams and clients: a header read
 //! when the response comes and charged when it ends, a trailer at the end
 //! of a slow stream, a client gone mid-stream, a response without a count;
 //! and bad configurations refused by name. The budget is read through the
@@ -131,9 +132,53 @@ fn bad_budget_configurations_are_refused_by_name() {
                  - { name: b, key: global, requests_per_unit: 5, unit: minute, budget: true }\n";
     let errors = gateway_errors(mixed);
     assert!(errors.contains("must all read the same `cost_header`"), "{errors}");
+    let in_flight = "routes:\n  - name: r\n    upstreams: [http://127.0.0.1:9]\n    limits:\n      \
+                     - { name: s, key: global, max_in_flight: 2, requests_per_unit: 5 }\n";
+    assert!(gateway_errors(in_flight).contains("it takes no `requests_per_unit`"));
+    let zero = "routes:\n  - name: r\n    upstreams: [http://127.0.0.1:9]\n    limits:\n      \
+                - { name: s, key: global, max_in_flight: 0 }\n";
+    assert!(gateway_errors(zero).contains("must be at least 1"), "{}", gateway_errors(zero));
     let rules = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 5, cost_header: x }\n";
     let errors = Config::from_texts(&[(PathBuf::from("rules.yaml"), rules.to_owned())])
         .expect_err("refused")
         .to_string();
     assert!(errors.contains("`cost_header` is a gateway limit's field"), "{errors}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_in_flight_counts_slow_streams_until_they_end() {
+    let upstream = Upstream::start();
+    let yaml = format!(
+        "routes:\n  - name: events\n    upstreams: [http://{}]\n    limits:\n      \
+         - {{ name: streams, key: header:x-tenant, max_in_flight: 2 }}\n",
+        upstream.addr()
+    );
+    let edges = Edges::start(ServiceStore::Memory(MemoryStore::new()), RULES, &yaml, |_| {}).await;
+    let open = async |tenant: &str| {
+        let url = edges.gateway_url("/usage/0?frames=40&every=50");
+        let request = http::Request::get(url.as_str()).header("x-tenant", tenant);
+        support::http_client()
+            .request(request.body(http_body_util::Full::new(bytes::Bytes::new())).expect("request"))
+            .await
+            .expect("response")
+    };
+    let (first, second) = (open("acme").await, open("acme").await);
+    assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 200));
+    let third = open("acme").await;
+    assert_eq!(third.status(), 429, "two streams are running");
+    assert!(third.headers().contains_key("retry-after"));
+    assert_eq!(open("globex").await.status(), 200, "another tenant");
+    first.into_body().collect().await.expect("the first stream to its end");
+    support::eventually("a place again", async || {
+        let response = open("acme").await;
+        response.status() == 200
+    })
+    .await;
+    drop(second);
+    // The second's client gone: its place comes back too (two open again).
+    support::eventually("two places", async || {
+        let (a, b) = (open("acme").await, open("acme").await);
+        a.status() == 200 && b.status() == 200
+    })
+    .await;
 }

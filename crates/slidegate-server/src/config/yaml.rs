@@ -76,6 +76,8 @@ pub(super) struct LimitYaml {
     /// Gateway only: the upstream response header (or trailer) holding
     /// what a request cost, charged to a budget when the response ends.
     pub(super) cost_header: Option<Spanned<String>>,
+    /// Gateway only: at most this many of a key's requests at once.
+    pub(super) max_in_flight: Option<Spanned<u32>>,
 }
 
 impl LimitYaml {
@@ -100,6 +102,11 @@ impl LimitYaml {
                     "`cost_header` is a gateway limit's field: the rate-limit service is told a \
                      request's cost (`hits_addend`, `POST /v1/charge`)",
                 ),
+                given(
+                    self.max_in_flight.as_ref().map(position),
+                    "`max_in_flight` is a gateway limit's field: the rate-limit service cannot tell \
+                     when a request ends",
+                ),
             ],
             LimitFile::Gateway => [
                 given(
@@ -110,6 +117,7 @@ impl LimitYaml {
                     self.unlimited.as_ref().map(position),
                     "`unlimited` is a rules file's field: a route without `limits` is unlimited",
                 ),
+                None,
                 None,
             ],
         }

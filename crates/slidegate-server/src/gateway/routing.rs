@@ -132,6 +132,19 @@ impl Table {
                 };
                 layer = added.map_err(|e: Error| refuse(format!("route `{}`: {e}", route.name)))?;
             }
+            for in_flight in &route.in_flight {
+                let (limit, missing) = (in_flight.limit.clone(), in_flight.missing.clone());
+                layer = match &in_flight.key {
+                    KeySpec::Global => layer.concurrency_or(limit, Global, missing),
+                    KeySpec::ClientIp => layer.concurrency_or(limit, trust.clone(), missing),
+                    KeySpec::PeerIp => layer.concurrency_or(limit, PeerIp, missing),
+                    KeySpec::Path => layer.concurrency_or(limit, Path, missing),
+                    KeySpec::Route => {
+                        layer.concurrency_or(limit, RouteName(Arc::from(route.name.as_str())), missing)
+                    }
+                    KeySpec::Header(name) => layer.concurrency_or(limit, Header::new(name.clone()), missing),
+                };
+            }
             let before = previous.and_then(|p| p.route_named(&route.name));
             let rates = before.map_or_else(Arc::default, |r| Arc::clone(&r.rates));
             let health = before.map_or_else(Arc::default, |r| Arc::clone(&r.health));
@@ -149,15 +162,20 @@ impl Table {
         let rejects_unidentified = config
             .routes
             .iter()
-            .map(|r| r.limits.iter().any(|l| l.missing == slidegate_tower::MissingKey::Reject))
+            .map(|r| {
+                let reject = slidegate_tower::MissingKey::Reject;
+                r.limits.iter().any(|l| l.missing == reject)
+                    || r.in_flight.iter().any(|l| l.missing == reject)
+            })
             .collect();
         let key_headers = config
             .routes
             .iter()
             .map(|r| {
                 let mut names: Vec<http::HeaderName> = Vec::new();
-                for limit in &r.limits {
-                    if let KeySpec::Header(name) = &limit.key
+                let keys = r.limits.iter().map(|l| &l.key).chain(r.in_flight.iter().map(|l| &l.key));
+                for key in keys {
+                    if let KeySpec::Header(name) = key
                         && !names.contains(name)
                     {
                         names.push(name.clone());

@@ -13,7 +13,9 @@ use super::limits::{limits, valid_name};
 use super::order::unreachable;
 use super::settings::settings;
 use super::yaml::{GatewayYaml, RouteYaml};
-use super::{GatewayConfig, HostMatch, MAX_PART_LEN, MAX_ROUTES, MAX_UPSTREAMS, Route, RouteLimit};
+use super::{
+    GatewayConfig, HostMatch, MAX_PART_LEN, MAX_ROUTES, MAX_UPSTREAMS, Route, RouteInFlight, RouteLimit,
+};
 use crate::config::build::{Builder, in_file_order, tolerant};
 use crate::config::error::ConfigError;
 use crate::config::yaml::position;
@@ -66,7 +68,7 @@ fn build_of(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<Ga
         builder.error(position(&routes_yaml), format!("more than {MAX_ROUTES} routes"));
         return None;
     }
-    let shared = limits(&mut builder, yaml.limits.unwrap_or_default(), "gateway");
+    let (shared, shared_in_flight) = limits(&mut builder, yaml.limits.unwrap_or_default(), "gateway");
     let mut routes: Vec<Route> = Vec::new();
     // Every route name written, with where: a duplicate of a refused route
     // is a duplicate too.
@@ -74,7 +76,7 @@ fn build_of(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<Ga
     let mut positions = Vec::new();
     for route in routes_yaml.value {
         let at = position(&route);
-        if let Some(route) = self::route(&mut builder, route, &shared, &mut names) {
+        if let Some(route) = self::route(&mut builder, route, (&shared, &shared_in_flight), &mut names) {
             routes.push(route);
             positions.push(at);
         }
@@ -105,7 +107,7 @@ fn build_of(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<Ga
 fn route(
     builder: &mut Builder<'_>,
     yaml: Spanned<RouteYaml>,
-    shared: &[RouteLimit],
+    (shared, shared_in_flight): (&[RouteLimit], &[RouteInFlight]),
     names: &mut Vec<(String, String)>,
 ) -> Option<Route> {
     let at = position(&yaml);
@@ -220,10 +222,13 @@ fn route(
     }
     let source = builder.source(at);
     // A route whose name is refused still has its limits checked.
-    let own = limits(builder, yaml.limits.unwrap_or_default(), name.as_deref().unwrap_or("route"));
+    let (own, own_in_flight) =
+        limits(builder, yaml.limits.unwrap_or_default(), name.as_deref().unwrap_or("route"));
     let name = name?;
     let mut route_limits: Vec<RouteLimit> = shared.to_vec();
     route_limits.extend(own);
+    let mut in_flight: Vec<RouteInFlight> = shared_in_flight.to_vec();
+    in_flight.extend(own_in_flight);
     if route_limits.len() > slidegate::limits::MAX_DIMENSIONS {
         builder.error(
             at,
@@ -259,6 +264,7 @@ fn route(
         preserve_host: yaml.preserve_host.unwrap_or(true),
         http2: yaml.http2.unwrap_or(false),
         limits: route_limits,
+        in_flight,
         source,
     })
 }

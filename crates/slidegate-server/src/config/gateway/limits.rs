@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use serde_saphyr::Spanned;
-use slidegate::Rule;
+use slidegate::{ConcurrencyLimit, Rule};
 use slidegate_tower::MissingKey;
 
-use super::{KeySpec, MAX_PART_LEN, RouteLimit};
+use super::{IN_FLIGHT_TTL, KeySpec, MAX_PART_LEN, RouteInFlight, RouteLimit};
 use crate::config::build::Builder;
 use crate::config::limit::Enforcement;
 use crate::config::yaml::{LimitFile, LimitYaml, position};
@@ -20,13 +20,15 @@ pub(super) fn valid_name(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
 }
 
-/// The limits of a route (or the gateway's, `scope` "gateway").
+/// The limits of a route (or the gateway's, `scope` "gateway"): its rate
+/// limits and budgets, and its `max_in_flight` limits.
 pub(super) fn limits(
     builder: &mut Builder<'_>,
     yaml: Vec<Spanned<LimitYaml>>,
     scope: &str,
-) -> Vec<RouteLimit> {
+) -> (Vec<RouteLimit>, Vec<RouteInFlight>) {
     let mut out: Vec<RouteLimit> = Vec::new();
+    let mut in_flight: Vec<RouteInFlight> = Vec::new();
     for limit in yaml {
         let at = position(&limit);
         let mut limit = limit.value;
@@ -110,6 +112,44 @@ pub(super) fn limits(
             }
             (None, None) => None,
         };
+        if let Some(max) = limit.max_in_flight.take() {
+            let refused = [
+                ("requests_per_unit", limit.requests_per_unit.as_ref().map(position)),
+                ("unit", limit.unit.as_ref().map(position)),
+                ("window", limit.window.as_ref().map(position)),
+                ("algorithm", limit.algorithm.as_ref().map(position)),
+                ("penalty", limit.penalty.as_deref().map(position)),
+                ("budget", limit.budget.as_ref().map(position)),
+            ];
+            for (field, given) in refused {
+                if let Some(field_at) = given {
+                    builder.error(
+                        field_at,
+                        format!("a `max_in_flight` limit counts the requests running at once: it takes no `{field}`"),
+                    );
+                }
+            }
+            if cost_header.as_ref().is_some_and(Option::is_some) {
+                builder.error(at, "a `max_in_flight` limit takes no `cost_header`");
+            }
+            let (Some(key), Some(missing), Some(name)) = (key, missing, name) else { continue };
+            let rule_name = format!("{scope}.{name}");
+            let taken = out
+                .iter()
+                .filter_map(|l| l.rule().and_then(Rule::name))
+                .chain(in_flight.iter().map(|l| l.limit.name()));
+            if taken.into_iter().any(|n| n == rule_name) {
+                builder.error(at, format!("two limits of `{scope}` are called `{name}`; give each a `name`"));
+                continue;
+            }
+            match ConcurrencyLimit::new(&rule_name, max.value, IN_FLIGHT_TTL) {
+                Ok(limit) => in_flight.push(RouteInFlight { limit, key, missing }),
+                Err(error) => {
+                    builder.error(position(&max), format!("`max_in_flight: {}`: {error}", max.value))
+                }
+            }
+            continue;
+        }
         // The stats key of the descriptor it counts as (see
         // `gateway::counter`): `gateway.route_<route>.<key>`, or
         // `gateway.<key>` for a gateway-wide limit.
@@ -165,5 +205,5 @@ pub(super) fn limits(
             cost_header,
         });
     }
-    out
+    (out, in_flight)
 }

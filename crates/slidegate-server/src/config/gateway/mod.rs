@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, Method, StatusCode, Uri};
-use slidegate::Rule;
 use slidegate::limits::MAX_NAME_LEN;
+use slidegate::{ConcurrencyLimit, Rule};
 use slidegate_tower::{ForwardedHeader, MissingKey};
 
 use super::error::{ConfigError, ConfigErrors};
@@ -142,6 +142,8 @@ pub struct Route {
     pub http2: bool,
     /// The gateway's limits and the route's own, decided together.
     pub limits: Vec<RouteLimit>,
+    /// The gateway's `max_in_flight` limits and the route's own.
+    pub in_flight: Vec<RouteInFlight>,
     /// Where it was written: `file:line:column`.
     pub source: String,
 }
@@ -193,6 +195,24 @@ pub struct RouteLimit {
     /// a request cost, charged when the response ends.
     pub cost_header: Option<http::HeaderName>,
 }
+
+/// A route's (or the gateway's) `max_in_flight` limit: at most so many of
+/// a key's requests at once, each holding a lease until its response ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteInFlight {
+    /// The limit, named `<route>.<name>` (or `gateway.<name>`): the name
+    /// keys its leases in the store.
+    pub limit: ConcurrencyLimit,
+    /// Whose requests it counts.
+    pub key: KeySpec,
+    /// What a request without the key does.
+    pub missing: MissingKey,
+}
+
+/// How long a gateway lease is held without a renewal: the gateway renews
+/// it every third of this while the response streams; a gateway gone
+/// leaves its leases to come back after it.
+pub const IN_FLIGHT_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl RouteLimit {
     /// Its rule, named `<route>.<limit>` (or `gateway.<limit>`): always
