@@ -27,7 +27,13 @@ pub(crate) fn lease_keys<'a, S, B: LimitedBody>(
             _ => match &keyed.missing {
                 MissingKey::Shared(shared) => keys.push((i, Cow::into_owned(shared.clone()))),
                 MissingKey::Skip => {}
-                MissingKey::Reject => return Err(unidentified(config.grpc, "cannot identify the client")),
+                MissingKey::Reject => {
+                    let why = match keyed.key.missing() {
+                        Some(what) => format!("cannot identify the client: the request has no {what}"),
+                        None => "cannot identify the client".to_owned(),
+                    };
+                    return Err(unidentified(config.grpc, &why));
+                }
             },
         }
     }
@@ -52,7 +58,7 @@ pub(crate) async fn acquire_all<S: Store, B: LimitedBody>(
                 return Err(internal_error(config.grpc));
             }
         };
-        if !lease.is_held() {
+        if !lease.is_admitted() {
             return Err(refused(config, lease.decision(), json));
         }
         leases.push(lease);
@@ -88,8 +94,16 @@ pub(crate) fn hold_until_done<S: Store, B: LimitedBody>(
             loop {
                 tokio::time::sleep(period).await;
                 for lease in held.iter() {
-                    if let Err(error) = lease.renew().await {
-                        tracing::warn!(target: "slidegate", %error, "a concurrency lease could not be renewed");
+                    match lease.renew().await {
+                        Ok(true) => {}
+                        Ok(false) => tracing::warn!(
+                            target: "slidegate",
+                            limit = lease.limit().name(),
+                            "a concurrency lease's ttl passed before its renewal: the request runs uncounted"
+                        ),
+                        Err(error) => {
+                            tracing::warn!(target: "slidegate", %error, "a concurrency lease could not be renewed")
+                        }
                     }
                 }
             }

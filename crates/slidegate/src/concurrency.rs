@@ -27,7 +27,7 @@ use crate::{Error, ErrorKind};
 /// let second = limiter.acquire(&exports, "alice").await?;
 /// assert!(first.is_held() && second.is_held());
 /// let third = limiter.acquire(&exports, "alice").await?;
-/// assert!(!third.is_held(), "two are running");
+/// assert!(!third.is_admitted(), "two are running");
 /// assert_eq!(third.decision().remaining, 0);
 /// first.release().await?;
 /// assert!(limiter.acquire(&exports, "alice").await?.is_held());

@@ -144,15 +144,14 @@ impl Decision {
         }
     }
 
-    /// A charge of `cost` recorded whatever remained, with `remaining` and
-    /// `debt` from the cost now counted (`used`). It is `allowed` when the
-    /// identity had something left before it (what a budget's check
-    /// answers): something remains now, or the debt is less than the
-    /// cost. `retry_after` is how long until a request of weight 1 would
-    /// be admitted.
+    /// A charge recorded whatever remained, with `remaining` and `debt`
+    /// from the cost now counted (`used`). It is `allowed` when the
+    /// identity `had_room` before it (what a budget's check answers).
+    /// `retry_after` is how long until a request of weight 1 would be
+    /// admitted.
     pub(crate) fn charged(
         limit: u32,
-        cost: u32,
+        had_room: bool,
         used: u64,
         retry_after: Duration,
         reset_after: Duration,
@@ -162,7 +161,7 @@ impl Decision {
         let debt = u32::try_from(over).unwrap_or(u32::MAX);
         let mut decision =
             Decision { remaining, retry_after, debt, ..Decision::allowed(limit, 0, reset_after) };
-        if remaining == 0 && debt >= cost {
+        if !had_room {
             decision.allowed = false;
             decision.state = State::Limited;
         }

@@ -81,11 +81,12 @@ impl FixedWindow {
     fn record(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         let window = rule.window_ms();
         self.roll(window, now);
+        let had_room = self.count < rule.limit();
         self.count = self.count.saturating_add(cost);
         let ends = Duration::from_millis(self.ends_at(window) - now);
         let retry = if self.count < rule.limit() { Duration::ZERO } else { ends };
         let reset = if self.count > 0 { ends } else { Duration::ZERO };
-        Decision::charged(rule.limit(), cost, u64::from(self.count), retry, reset)
+        Decision::charged(rule.limit(), had_room, u64::from(self.count), retry, reset)
     }
 
     /// When the current window ends (saturating at the end of time).

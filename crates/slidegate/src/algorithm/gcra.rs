@@ -82,7 +82,9 @@ impl Gcra {
     fn record(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         let n = u128::from(rule.limit());
         let w = u128::from(rule.window_ms());
-        let next = (self.ahead(n, now) + u128::from(cost) * w).min(u128::from(GCRA_MAX_AHEAD));
+        let ahead = self.ahead(n, now);
+        let had_room = ahead + w <= w * n;
+        let next = (ahead + u128::from(cost) * w).min(u128::from(GCRA_MAX_AHEAD));
         self.tat_ms = now.saturating_add(u64::try_from(next / n).unwrap_or(u64::MAX));
         self.tat_rem = (next % n) as u64;
         let ms = |units: u128| Duration::from_millis(u64::try_from(ceil_div(units, n)).unwrap_or(u64::MAX));
@@ -90,7 +92,7 @@ impl Gcra {
         let retry = ms((next + w).saturating_sub(w * n));
         // Units in use: what the arrival time is ahead of now, in costs.
         let used = u64::try_from(ceil_div(next, w)).unwrap_or(u64::MAX);
-        Decision::charged(rule.limit(), cost, used, retry, ms(next))
+        Decision::charged(rule.limit(), had_room, used, retry, ms(next))
     }
 
     /// When the bucket is full again (0 when it already is).

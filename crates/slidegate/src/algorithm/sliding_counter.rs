@@ -123,6 +123,7 @@ impl SlidingCounter {
     pub fn charge(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         let limit = u64::from(rule.limit());
         self.prune(rule, now);
+        let had_room = self.total < limit;
         if cost > 0 {
             let cur = bucket_of(rule, i128::from(now));
             self.total += u64::from(self.buckets.add_sorted(cur, cost));
@@ -133,7 +134,7 @@ impl SlidingCounter {
             let (denied, expires_at) = self.limited_expiring(rule, now, 1, self.total);
             (denied.retry_after, expires_at)
         };
-        Decision::charged(rule.limit(), cost, self.total, retry, self.until(expires_at, now))
+        Decision::charged(rule.limit(), had_room, self.total, retry, self.until(expires_at, now))
     }
 
     /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.

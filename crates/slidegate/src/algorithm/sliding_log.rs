@@ -88,12 +88,13 @@ impl SlidingLog {
     pub fn charge(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         let (limit, window) = (u64::from(rule.limit()), rule.window_ms());
         self.prune(window, now);
+        let had_room = self.total < limit;
         let cost = u32::try_from(MAX_LOGGED.saturating_sub(self.total)).map_or(cost, |room| cost.min(room));
         if cost > 0 {
             self.total += u64::from(self.entries.add_sorted(now, cost));
         }
         let retry = if self.total < limit { Duration::ZERO } else { self.limited(rule, now, 1).retry_after };
-        Decision::charged(rule.limit(), cost, self.total, retry, self.reset_after(window, now))
+        Decision::charged(rule.limit(), had_room, self.total, retry, self.reset_after(window, now))
     }
 
     fn reset_after(&self, window: u64, now: u64) -> Duration {

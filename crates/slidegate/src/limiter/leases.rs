@@ -10,7 +10,7 @@ use super::Limiter;
 use super::guard::Outcome;
 
 use crate::concurrency::{ConcurrencyLimit, LeaseId, LeaseRequest};
-use crate::failure;
+use crate::failure::{self, Reason};
 use crate::{Decision, Error, FailurePolicy, Store};
 
 impl<S: Store> Limiter<S> {
@@ -39,8 +39,19 @@ impl<S: Store> Limiter<S> {
         if !inner.enabled.load(Ordering::Relaxed) {
             return Ok(lease(Decision::disabled(limit.limit()), Held::Nowhere));
         }
+        // Until the store answers, a lease it may have taken (the call
+        // timed out, or this future was dropped) is given back.
+        let mut unanswered = Unanswered(Some((self.clone(), limit.clone(), key.to_owned(), id.clone())));
         let outcome = inner.ask(|| inner.store.acquire(&request)).await;
+        if !matches!(outcome, Outcome::Failed(Reason::Timeout)) {
+            unanswered.0 = None;
+        }
+        drop(unanswered);
         match outcome {
+            // Shadow mode overrules a refusal; no lease is held then.
+            Outcome::Answered(decision) if inner.shadow && !decision.allowed => {
+                Ok(lease(decision.shadowed(), Held::Nowhere))
+            }
             Outcome::Answered(decision) => Ok(lease(decision, Held::Store)),
             Outcome::Invalid(error) => Err(error),
             Outcome::Failed(reason) => match inner.policy {
@@ -111,6 +122,21 @@ impl<S: Store> Limiter<S> {
     }
 }
 
+/// A lease the store may hold without having said so: given back (in a
+/// task) when dropped still set.
+struct Unanswered<S: Store>(Option<(Limiter<S>, ConcurrencyLimit, String, LeaseId)>);
+
+impl<S: Store> Drop for Unanswered<S> {
+    fn drop(&mut self) {
+        let Some((limiter, limit, key, id)) = self.0.take() else { return };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = limiter.release_lease(&limit, &key, &id, Held::Store).await;
+            });
+        }
+    }
+}
+
 /// A release's or renewal's outcome: the store's answer, or its failure.
 fn answered(outcome: Outcome<bool>) -> Result<bool, Error> {
     match outcome {
@@ -156,10 +182,19 @@ impl<S: Store> fmt::Debug for Lease<S> {
 }
 
 impl<S: Store> Lease<S> {
-    /// Whether the request may proceed: a lease is held (or the failure
-    /// policy admitted it without one, [`State::Degraded`](crate::State::Degraded)).
-    pub fn is_held(&self) -> bool {
+    /// Whether the request may proceed: a lease is held, or it was
+    /// admitted without one — by the failure policy
+    /// ([`State::Degraded`](crate::State::Degraded)), shadow mode or
+    /// limiting switched off.
+    pub fn is_admitted(&self) -> bool {
         self.decision.allowed
+    }
+
+    /// Whether a lease is held (in the store, or in the fallback store
+    /// while the store fails): what [`renew`](Self::renew) and
+    /// [`release`](Self::release) act on.
+    pub fn is_held(&self) -> bool {
+        self.held != Held::Nowhere
     }
 
     /// How the acquisition was decided: `limit`, `remaining` (the limit

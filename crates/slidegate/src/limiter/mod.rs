@@ -188,7 +188,9 @@ impl<S: Store> Limiter<S> {
     /// window has passed to pay it off (see [`algorithm::State::charge`]
     /// for each algorithm's arithmetic). Any cost is taken, also 0 and more
     /// than the limit. The decision is `allowed` when the identity had
-    /// something left before the charge; it is recorded either way.
+    /// something left before the charge; it is recorded either way — but
+    /// not while a rule's penalty bans the identity, and on a rule with a
+    /// penalty a charge that finds nothing left counts as a violation.
     /// Charging under `rule` is checking under it as a
     /// [budget](Rule::budget), in the same state.
     ///

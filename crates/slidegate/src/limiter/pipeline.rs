@@ -270,8 +270,24 @@ impl<S: Store> Limiter<S> {
         let inner = &*self.inner;
         let scaling = inner.scaling();
         let sent = inner.cache_time();
+        // A budget's cost reaches the store whatever the others are.
+        let budgets: Vec<usize> = (0..valid.len())
+            .filter(|&i| valid.requests()[i].rule().is_budget() && valid.requests()[i].cost() > 0)
+            .collect();
+        let recorded = (!budgets.is_empty()).then(|| valid.clone());
         match inner.prepare_all(&scaling, valid, sent, record) {
-            Prepared::Answered(multi) => Ok(multi),
+            Prepared::Answered(mut multi) => {
+                if let Some(all) = recorded.filter(|_| inner.enabled.load(Ordering::Relaxed)) {
+                    let dims =
+                        Dimensions::from_valid(budgets.iter().map(|&i| all.requests()[i].clone()).collect());
+                    let outcome = inner.ask(|| inner.store.check_all(&dims)).await;
+                    let charged = inner.settle_all(&dims, None, outcome)?;
+                    for (&i, decision) in budgets.iter().zip(charged.decisions) {
+                        multi.decisions[i] = decision;
+                    }
+                }
+                Ok(multi)
+            }
             Prepared::Ask(valid) => {
                 let outcome = inner.ask(|| inner.store.check_all(&valid)).await;
                 let multi = inner.settle_all(&valid, sent, outcome)?;
@@ -308,8 +324,9 @@ impl<S: Store> Limiter<S> {
         cost: u32,
     ) -> Option<Result<MultiDecision, Error>> {
         let inner = &*self.inner;
-        // Shadow rules may need a second store call: not answered here.
-        if inner.shadow || dimensions.iter().any(|(rule, _)| rule.is_shadow()) {
+        // Shadow rules may need a second store call, a budget's cost must
+        // reach the store: not answered here.
+        if inner.shadow || dimensions.iter().any(|(rule, _)| rule.is_shadow() || rule.is_budget()) {
             return None;
         }
         let sent = inner.cache_time();

@@ -98,12 +98,16 @@ impl<S: Store> Limiter<S> {
         let mut left: Vec<usize> = (0..requests.len()).collect();
         let mut answered = heavy.map(|heavy| inner.heavy_answer(&requests, &heavy));
         let mut next = Some(valid);
+        // Budgets answered without the store (beside a heavy dimension):
+        // their costs are recorded on their own at the end.
+        let mut unrecorded = Vec::new();
         loop {
-            let multi = match (answered.take(), next.take()) {
-                (Some(multi), _) => multi,
-                (None, Some(valid)) => self.decide_all_once(valid, false).await?,
+            let (multi, asked) = match (answered.take(), next.take()) {
+                (Some(multi), _) => (multi, false),
+                (None, Some(valid)) => (self.decide_all_once(valid, false).await?, true),
                 (None, None) => break,
             };
+            let is_budget = |i: usize| requests[i].rule().is_budget();
             let enforced = left
                 .iter()
                 .zip(&multi.decisions)
@@ -111,13 +115,19 @@ impl<S: Store> Limiter<S> {
             if multi.allowed || enforced {
                 for (&i, &decision) in left.iter().zip(&multi.decisions) {
                     decisions[i] = Some(inner.overrule(requests[i].rule(), decision));
+                    if !asked && is_budget(i) {
+                        unrecorded.push(i);
+                    }
                 }
                 break;
             }
-            // Only shadow rules denied: they are set aside, the rest decided again.
+            // Only shadow rules denied: they are set aside, the rest decided
+            // again — but for budgets the store recorded (not twice).
             let mut rest = Vec::with_capacity(left.len());
             for (&i, &decision) in left.iter().zip(&multi.decisions) {
-                if decision.allowed {
+                if decision.allowed && asked && is_budget(i) {
+                    decisions[i] = Some(inner.overrule(requests[i].rule(), decision));
+                } else if decision.allowed {
                     rest.push(i);
                 } else {
                     decisions[i] = Some(decision.shadowed());
@@ -127,6 +137,13 @@ impl<S: Store> Limiter<S> {
                 next = Some(Dimensions::from_valid(rest.iter().map(|&i| requests[i].clone()).collect()));
             }
             left = rest;
+        }
+        if !unrecorded.is_empty() {
+            let budgets = Dimensions::from_valid(unrecorded.iter().map(|&i| requests[i].clone()).collect());
+            for (&i, decision) in unrecorded.iter().zip(self.decide_all_once(budgets, false).await?.decisions)
+            {
+                decisions[i] = Some(inner.overrule(requests[i].rule(), decision));
+            }
         }
         let decisions = decisions
             .into_iter()

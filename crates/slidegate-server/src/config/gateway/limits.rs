@@ -132,6 +132,9 @@ pub(super) fn limits(
             if cost_header.as_ref().is_some_and(Option::is_some) {
                 builder.error(at, "a `max_in_flight` limit takes no `cost_header`");
             }
+            if limit.shadow_mode.is_some() {
+                builder.error(at, "a `max_in_flight` limit takes no `shadow_mode` (the gateway's `--shadow` admits every request)");
+            }
             let (Some(key), Some(missing), Some(name)) = (key, missing, name) else { continue };
             let rule_name = format!("{scope}.{name}");
             let taken = out
@@ -185,6 +188,10 @@ pub(super) fn limits(
                 continue;
             }
         };
+        if in_flight.iter().any(|l| l.limit.name() == rule_name) {
+            builder.error(at, format!("two limits of `{scope}` are called `{name}`; give each a `name`"));
+            continue;
+        }
         if let Some(other) = out.iter().find(|l| l.rule().and_then(Rule::name) == Some(rule_name.as_str())) {
             builder.error(
                 at,
