@@ -13,20 +13,14 @@ use std::time::Duration;
 
 use slidegate::MemoryStore;
 use slidegate_server::{HeaderFamilies, Listeners, ServerConfig, ServiceStore, serve};
-use slidegate_testkit::{Envoy, Upstream, free_port};
+use slidegate_testkit::{Envoy, Upstream, envoy_config_on, free_port};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 /// The example's configuration with this test's ports.
 fn envoy_config(listen: u16, upstream: u16, slidegate: u16, admin: u16) -> String {
     let example = include_str!("../../../examples/envoy/envoy.yaml");
-    let replaced = example
-        .replace("port_value: 10000", &format!("port_value: {listen}"))
-        .replace("port_value: 8002", &format!("port_value: {upstream}"))
-        .replace("port_value: 8081", &format!("port_value: {slidegate}"))
-        .replace("port_value: 9901", &format!("port_value: {admin}"));
-    assert_ne!(replaced, example);
-    replaced
+    envoy_config_on(example, listen, upstream, slidegate, admin)
 }
 
 /// A slidegate service on `grpc`, stoppable.

@@ -13,18 +13,12 @@ use std::time::{Duration, Instant};
 
 use slidegate::MemoryStore;
 use slidegate_server::ServiceStore;
-use slidegate_testkit::{Envoy, Upstream, free_port};
+use slidegate_testkit::{Envoy, Upstream, envoy_config_on, free_port};
 
 /// The example's configuration with this test's ports.
 fn envoy_config(listen: u16, upstream: u16, slidegate: u16, admin: u16) -> String {
     let example = include_str!("../../../examples/llm-budget/envoy.yaml");
-    let replaced = example
-        .replace("port_value: 10000", &format!("port_value: {listen}"))
-        .replace("port_value: 8002", &format!("port_value: {upstream}"))
-        .replace("port_value: 8081", &format!("port_value: {slidegate}"))
-        .replace("port_value: 9901", &format!("port_value: {admin}"));
-    assert_ne!(replaced, example);
-    replaced
+    envoy_config_on(example, listen, upstream, slidegate, admin)
 }
 
 /// The tenant's budget as slidegate's `/v1/peek` sees it: its limit's

@@ -23,6 +23,24 @@ pub fn envoy_binary() -> PathBuf {
     })
 }
 
+/// An example's Envoy configuration with a test's ports in place of the
+/// example's own: the listener (10000), the upstream (8002), slidegate's
+/// gRPC port (8081) and the admin port (9901).
+///
+/// # Panics
+///
+/// When the example names none of those ports (it is not an example of
+/// this project).
+pub fn envoy_config_on(example: &str, listen: u16, upstream: u16, slidegate: u16, admin: u16) -> String {
+    let replaced = example
+        .replace("port_value: 10000", &format!("port_value: {listen}"))
+        .replace("port_value: 8002", &format!("port_value: {upstream}"))
+        .replace("port_value: 8081", &format!("port_value: {slidegate}"))
+        .replace("port_value: 9901", &format!("port_value: {admin}"));
+    assert_ne!(replaced, example, "the example names none of the ports");
+    replaced
+}
+
 /// A real Envoy process ([`envoy_binary`]) on a configuration file, killed
 /// on drop; its log is `envoy.log` beside the configuration.
 #[derive(Debug)]

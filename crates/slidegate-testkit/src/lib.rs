@@ -39,7 +39,7 @@ mod upstream;
 
 pub use captured_log::CapturedLog;
 pub use cluster_nodes::ClusterNode;
-pub use envoy::{Envoy, envoy_binary};
+pub use envoy::{Envoy, envoy_binary, envoy_config_on};
 pub use fake_clock::{FakeClock, libfaketime};
 pub use redis_cluster::RedisCluster;
 pub use redis_sentinel::{MASTER_NAME, RedisSentinel};

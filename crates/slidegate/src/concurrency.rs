@@ -2,7 +2,7 @@
 //! exports, jobs. [`Limiter::acquire`](crate::Limiter::acquire) takes a
 //! [`Lease`](crate::Lease) when fewer than N
 //! are held; the lease is given back when released, dropped, or — by the
-//! store itself — when its `ttl` passes without a [renewal](Lease::renew)
+//! store itself — when its `ttl` passes without a [renewal](crate::Lease::renew)
 //! (a killed process's leases come back).
 
 use std::fmt;

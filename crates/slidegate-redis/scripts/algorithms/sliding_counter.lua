@@ -77,19 +77,11 @@ function COUNTER.idle(key, r, now, v)
   return nonneg(drop_time(v.newest, r) - now)
 end
 
+-- A fitting request's charge: as a budget's record (it cannot pass what a
+-- bucket holds).
 function COUNTER.charge(key, r, cost, now, v)
-  local cur = bucket_of(now, r)
-  local field = string.format('%d', cur)
-  redis.call('HINCRBY', key, field, cost)
-  local newest = cur
-  if v.newest ~= nil and v.newest > newest then newest = v.newest end
-  local reset = drop_time(newest, r) - now
-  redis.call('PEXPIRE', key, reset + SLACK_MS)
-  -- After the key's TTL and allowed to fail, as in counter_fast.lua.
-  if r.field_ttl then
-    redis.pcall('HPEXPIRE', key, drop_time(cur, r) - now + SLACK_MS, 'FIELDS', 1, field)
-  end
-  return r.limit - v.used - cost, reset
+  local used, reset = COUNTER.record(key, r, cost, now, v)
+  return r.limit - used, reset
 end
 
 function COUNTER.record(key, r, cost, now, v)
@@ -104,6 +96,7 @@ function COUNTER.record(key, r, cost, now, v)
   if v.newest ~= nil and v.newest > newest then newest = v.newest end
   local reset = drop_time(newest, r) - now
   redis.call('PEXPIRE', key, reset + SLACK_MS)
+  -- After the key's TTL and allowed to fail, as in counter_fast.lua.
   if r.field_ttl then
     redis.pcall('HPEXPIRE', key, drop_time(cur, r) - now + SLACK_MS, 'FIELDS', 1, field)
   end
