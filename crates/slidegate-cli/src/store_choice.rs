@@ -208,6 +208,24 @@ impl Store for AnyStore {
         }
     }
 
+    async fn acquire(&self, lease: &slidegate::store::LeaseRequest<'_>) -> Result<Decision, Error> {
+        match self {
+            AnyStore::Service(store) => store.acquire(lease).await,
+            AnyStore::Naive(_) | AnyStore::Ping(_) => {
+                Err(Error::new(slidegate::ErrorKind::Backend, "the baselines hold no leases"))
+            }
+        }
+    }
+
+    async fn release(&self, lease: &slidegate::store::LeaseRequest<'_>) -> Result<bool, Error> {
+        match self {
+            AnyStore::Service(store) => store.release(lease).await,
+            AnyStore::Naive(_) | AnyStore::Ping(_) => {
+                Err(Error::new(slidegate::ErrorKind::Backend, "the baselines hold no leases"))
+            }
+        }
+    }
+
     /// The memory store is local, so a [`Limiter`](slidegate::Limiter) calls
     /// it directly, as it would without this enum in between.
     fn is_local(&self) -> bool {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use slidegate::store::{Dimensions, Request, Store};
+use slidegate::store::{Dimensions, LeaseRequest, Request, Store};
 use slidegate::{Decision, Error, Limiter, MemoryStore, MultiDecision};
 use slidegate_redis::RedisStore;
 
@@ -86,6 +86,27 @@ impl Store for ServiceStore {
         match self {
             ServiceStore::Memory(store) => store.check_batch(requests).await,
             ServiceStore::Redis(store) => store.check_batch(requests).await,
+        }
+    }
+
+    async fn acquire(&self, lease: &LeaseRequest<'_>) -> Result<Decision, Error> {
+        match self {
+            ServiceStore::Memory(store) => store.acquire(lease).await,
+            ServiceStore::Redis(store) => store.acquire(lease).await,
+        }
+    }
+
+    async fn release(&self, lease: &LeaseRequest<'_>) -> Result<bool, Error> {
+        match self {
+            ServiceStore::Memory(store) => store.release(lease).await,
+            ServiceStore::Redis(store) => store.release(lease).await,
+        }
+    }
+
+    async fn renew(&self, lease: &LeaseRequest<'_>) -> Result<bool, Error> {
+        match self {
+            ServiceStore::Memory(store) => store.renew(lease).await,
+            ServiceStore::Redis(store) => store.renew(lease).await,
         }
     }
 

@@ -147,13 +147,26 @@ fn bad_budget_configurations_are_refused_by_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_in_flight_counts_slow_streams_until_they_end() {
+    in_flight(ServiceStore::Memory(MemoryStore::new()), None).await;
+}
+
+/// On Redis the leases are the store's (not a fallback's): the gateways
+/// sharing it share the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_in_flight_holds_its_leases_in_redis() {
+    let redis = slidegate_testkit::RedisServer::start().expect("redis-server");
+    let store = slidegate_redis::RedisStore::builder(redis.url()).connect().await.expect("connect");
+    in_flight(ServiceStore::Redis(store), Some(&redis)).await;
+}
+
+async fn in_flight(store: ServiceStore, redis: Option<&slidegate_testkit::RedisServer>) {
     let upstream = Upstream::start();
     let yaml = format!(
         "routes:\n  - name: events\n    upstreams: [http://{}]\n    limits:\n      \
          - {{ name: streams, key: header:x-tenant, max_in_flight: 2 }}\n",
         upstream.addr()
     );
-    let edges = Edges::start(ServiceStore::Memory(MemoryStore::new()), RULES, &yaml, |_| {}).await;
+    let edges = Edges::start(store, RULES, &yaml, |_| {}).await;
     let open = async |tenant: &str| {
         let url = edges.gateway_url("/usage/0?frames=40&every=50");
         let request = http::Request::get(url.as_str()).header("x-tenant", tenant);
@@ -164,6 +177,11 @@ async fn max_in_flight_counts_slow_streams_until_they_end() {
     };
     let (first, second) = (open("acme").await, open("acme").await);
     assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 200));
+    if let Some(redis) = redis {
+        // `<prefix>lease:<limit>:{<identity>}`: the store's default prefix.
+        let leases = redis.command("ZCARD sg:lease:events.streams:{acme}").expect("ZCARD");
+        assert_eq!(leases, ":2", "the two leases are in Redis");
+    }
     let third = open("acme").await;
     assert_eq!(third.status(), 429, "two streams are running");
     assert!(third.headers().contains_key("retry-after"));

@@ -122,10 +122,10 @@ impl<S: Store> Worker<S> {
                     let address = entry::reads_address(self.plan.entry).then_some(&mut address);
                     entry::ask(app, &key, index, address).await
                 }
-                None => if self.plan.entry == Entry::Charge {
-                    self.limiter.charge(&self.plan.rule, &key, self.plan.cost).await
-                } else {
-                    self.limiter.check_n(&self.plan.rule, &key, self.plan.cost).await
+                None => match self.plan.entry {
+                    Entry::Charge => self.limiter.charge(&self.plan.rule, &key, self.plan.cost).await,
+                    Entry::Acquire => self.lease(&key).await,
+                    _ => self.limiter.check_n(&self.plan.rule, &key, self.plan.cost).await,
                 }
                 .map_or_else(
                     |error| Err(format!("{:#}", anyhow::Error::new(error))),
@@ -168,6 +168,20 @@ impl<S: Store> Worker<S> {
 
     /// Stops at the deadline; `left` says a `--requests` run had checks
     /// left, cut short by the time limit.
+    /// One lease of the rule's limit at once (its window the lease's ttl),
+    /// taken and given back: [`Entry::Acquire`]'s decision.
+    async fn lease(&self, key: &str) -> Result<slidegate::Decision, slidegate::Error> {
+        let limit = slidegate::ConcurrencyLimit::new(
+            "bench-leases",
+            self.plan.rule.limit(),
+            self.plan.rule.window(),
+        )?;
+        let lease = self.limiter.acquire(&limit, key).await?;
+        let decision = *lease.decision();
+        lease.release().await?;
+        Ok(decision)
+    }
+
     fn stop(self, left: bool) -> Histogram<u64> {
         if left {
             self.tally.time_limited.store(true, Relaxed);

@@ -205,6 +205,10 @@ pub enum Entry {
     /// `Limiter::charge`: each decision a charge recorded whatever remains
     /// (a budget's cost learnt after the request).
     Charge,
+    /// `Limiter::acquire` then `Lease::release`: each decision a
+    /// concurrency lease (the rule's limit at once, its window the lease's
+    /// ttl) taken and given back.
+    Acquire,
 }
 
 /// When `bench` stops: exactly one of the two.
