@@ -226,6 +226,33 @@ impl Store for AnyStore {
         }
     }
 
+    async fn reserve(
+        &self,
+        reservation: &slidegate::store::ReservationRequest<'_>,
+        estimate: u32,
+        ttl_ms: u64,
+    ) -> Result<Decision, Error> {
+        match self {
+            AnyStore::Service(store) => store.reserve(reservation, estimate, ttl_ms).await,
+            AnyStore::Naive(_) | AnyStore::Ping(_) => {
+                Err(Error::new(slidegate::ErrorKind::Backend, "the baselines hold no reservations"))
+            }
+        }
+    }
+
+    async fn settle(
+        &self,
+        reservation: &slidegate::store::ReservationRequest<'_>,
+        actual: u32,
+    ) -> Result<Option<Decision>, Error> {
+        match self {
+            AnyStore::Service(store) => store.settle(reservation, actual).await,
+            AnyStore::Naive(_) | AnyStore::Ping(_) => {
+                Err(Error::new(slidegate::ErrorKind::Backend, "the baselines hold no reservations"))
+            }
+        }
+    }
+
     /// The memory store is local, so a [`Limiter`](slidegate::Limiter) calls
     /// it directly, as it would without this enum in between.
     fn is_local(&self) -> bool {

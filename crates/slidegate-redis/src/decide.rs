@@ -2,11 +2,11 @@
 //! the request, whichever entry point it came through (docs/design.md,
 //! "Scripts").
 
-use slidegate::store::{Dimensions, LeaseRequest, Request, Store};
+use slidegate::store::{Dimensions, LeaseRequest, Request, ReservationRequest, Store};
 use slidegate::{Decision, Error, MultiDecision};
 
 use crate::calls::single::Check;
-use crate::calls::{general, lease, single};
+use crate::calls::{general, lease, reserve, single};
 use crate::cross_slot;
 use crate::store::RedisStore;
 
@@ -125,6 +125,23 @@ impl Store for RedisStore {
     async fn renew(&self, lease: &LeaseRequest<'_>) -> Result<bool, Error> {
         let call = lease::call(self.scripts(), self.prefix(), lease, "renew", self.now()?);
         lease::decode_held(&self.send(&call).await?)
+    }
+
+    async fn reserve(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        estimate: u32,
+        ttl_ms: u64,
+    ) -> Result<Decision, Error> {
+        let op = reserve::Op::Reserve { estimate, ttl_ms };
+        let call = reserve::call(self.scripts(), self.prefix(), reservation, op, self.now()?, self.uses_field_ttl());
+        reserve::decode_reserve(reservation.rule().limit(), &self.send(&call).await?)
+    }
+
+    async fn settle(&self, reservation: &ReservationRequest<'_>, actual: u32) -> Result<Option<Decision>, Error> {
+        let op = reserve::Op::Settle { actual };
+        let call = reserve::call(self.scripts(), self.prefix(), reservation, op, self.now()?, self.uses_field_ttl());
+        reserve::decode_settle(reservation.rule(), &self.send(&call).await?)
     }
 
     async fn check_batch(&self, requests: &[Request<'_>]) -> Vec<Result<Decision, Error>> {

@@ -99,8 +99,9 @@ mod tests {
             scripts::CHECK,
             scripts::MULTI,
             scripts::RELEASE,
+            scripts::LEASE,
         ];
-        for script in all {
+        for script in all.into_iter().chain(scripts::RESERVE) {
             assert!(script.starts_with(clock), "a script that does not start with lib/clock.lua");
             // No second clock or slack: TIME is read and SLACK_MS and
             // MAX_TIME are defined only in lib/clock.lua.

@@ -151,6 +151,33 @@ pub const RELEASE: &str = concat!(all_algorithms!(), lua!("entry/release.lua"));
 /// Full source of the script forgetting a key's state (`entry/reset.lua`).
 pub const RESET: &str = lua!("entry/reset.lua");
 
+/// A reservations' script (`entry/reserve.lua`) for one algorithm: the
+/// clock, the shared code and the algorithm's file, its table bound to `A`.
+macro_rules! reserve_script {
+    ($file:literal, $table:literal) => {
+        concat!(
+            lua!("lib/clock.lua"),
+            "\n",
+            lua!("lib/shared.lua"),
+            "\n",
+            lua!("algorithms/", $file),
+            "\nlocal A = ",
+            $table,
+            "\n",
+            lua!("entry/reserve.lua")
+        )
+    };
+}
+
+/// Full source of the reservations' scripts, by algorithm: sliding log,
+/// sliding counter, fixed window, GCRA.
+pub const RESERVE: [&str; 4] = [
+    reserve_script!("sliding_log.lua", "LOG"),
+    reserve_script!("sliding_counter.lua", "COUNTER"),
+    reserve_script!("fixed_window.lua", "FIXED"),
+    reserve_script!("gcra.lua", "GCRA"),
+];
+
 /// Full source of the concurrency leases' script (`entry/lease.lua`).
 pub const LEASE: &str = concat!(lua!("lib/clock.lua"), "\n", lua!("entry/lease.lua"));
 
@@ -166,6 +193,7 @@ pub(crate) struct Scripts {
     multi: Script,
     reset: Script,
     lease: Script,
+    reserve: [Script; 4],
 }
 
 impl Scripts {
@@ -180,6 +208,7 @@ impl Scripts {
             multi: Script::new(MULTI),
             reset: Script::new(RESET),
             lease: Script::new(LEASE),
+            reserve: RESERVE.map(Script::new),
         }
     }
 
@@ -208,8 +237,13 @@ impl Scripts {
         &self.lease
     }
 
+    /// The reservations' script for `algorithm`.
+    pub(crate) fn reserve(&self, algorithm: Algorithm) -> &Script {
+        &self.reserve[usize::from(crate::calls::algorithm_code(algorithm)) - 1]
+    }
+
     /// Every script, for loading at connect time.
-    pub(crate) fn all(&self) -> [&Script; 9] {
+    pub(crate) fn all(&self) -> [&Script; 13] {
         [
             &self.log,
             &self.counter,
@@ -220,6 +254,10 @@ impl Scripts {
             &self.multi,
             &self.reset,
             &self.lease,
+            &self.reserve[0],
+            &self.reserve[1],
+            &self.reserve[2],
+            &self.reserve[3],
         ]
     }
 

@@ -5,12 +5,14 @@
 //! * [`multi`] — many such checks in one call (auto-batching, batches);
 //! * [`general`] — penalties and multi-dimension requests;
 //! * [`release`] — taking back a cross-slot reservation;
-//! * [`lease`] — concurrency leases.
+//! * [`lease`] — concurrency leases;
+//! * [`reserve`] — reservations.
 
 pub(crate) mod general;
 pub(crate) mod lease;
 pub(crate) mod multi;
 pub(crate) mod release;
+pub(crate) mod reserve;
 pub(crate) mod single;
 
 use std::time::Duration;
@@ -58,7 +60,7 @@ impl std::ops::Deref for Ints {
 }
 
 /// The scripts' code of an algorithm.
-fn algorithm_code(algorithm: Algorithm) -> u8 {
+pub(crate) fn algorithm_code(algorithm: Algorithm) -> u8 {
     match algorithm {
         Algorithm::SlidingCounter { .. } => 2,
         Algorithm::FixedWindow => 3,

@@ -15,6 +15,7 @@ pub mod leases;
 pub mod limit_changes;
 pub mod peek;
 pub mod penalties;
+pub mod reservations;
 
 use helpers::ok;
 pub use helpers::{START_MS, algorithms, check, check_all, check_batch, nz, rule};
@@ -104,6 +105,10 @@ where
     budgets::budgets_among_dimensions(&s, &c).await;
     let (s, c) = fresh().await;
     leases::at_most_n_at_once(&s, &c).await;
+    let (s, c) = fresh().await;
+    reservations::reserve_commit_cancel(&s, &c).await;
+    let (s, c) = fresh().await;
+    reservations::ttl_commits_at_the_estimate(&s, &c).await;
 }
 
 /// N requests pass, the N+1th is denied, keys are independent.

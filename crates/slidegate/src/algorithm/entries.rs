@@ -165,6 +165,28 @@ impl<K: Copy> Entries<K> {
         }
     }
 
+    /// Takes up to `cost` off the entry at `position` (an entry taken to 0
+    /// goes); returns what it took (0 when there is no entry there).
+    pub(super) fn take(&mut self, position: K, cost: u32) -> u32
+    where
+        K: Ord,
+    {
+        let at = self.partition_point(|&p| p < position);
+        let taken = match self.get(at) {
+            Some((p, held)) if p == position => cost.min(held),
+            _ => return 0,
+        };
+        let mut kept = Entries::Empty;
+        for (index, (p, held)) in self.iter().enumerate() {
+            let held = if index == at { held - taken } else { held };
+            if held > 0 {
+                kept.insert(kept.len(), p, held);
+            }
+        }
+        *self = kept;
+        taken
+    }
+
     /// Inserts an entry at `at` (`<= len`), shifting later ones.
     pub(super) fn insert(&mut self, at: usize, position: K, cost: u32) {
         match self {
@@ -299,6 +321,33 @@ mod tests {
         one.add_sorted(3, 1);
         one.add_sorted(3, 1);
         assert!(matches!(one, Entries::One(3, 2)), "a repeated position stays one entry, unboxed");
+    }
+
+    /// Taking cost off an entry keeps the rest sorted and the ends right;
+    /// an entry taken to nothing goes, and a missing position takes nothing.
+    #[test]
+    fn taken_costs_leave_what_a_sorted_map_would() {
+        let mut entries = Entries::<u64>::default();
+        let mut model = std::collections::BTreeMap::<u64, u32>::new();
+        for (position, cost) in [(1, 2), (3, 4), (5, 1), (8, 3)] {
+            entries.add_sorted(position, cost);
+            model.insert(position, cost);
+        }
+        for (position, cost) in [(3, 1), (4, 9), (5, 7), (1, 2), (8, 1), (3, 3), (8, 5)] {
+            let held = model.get(&position).copied().unwrap_or(0);
+            assert_eq!(entries.take(position, cost), cost.min(held), "take ({position}, {cost})");
+            if held > 0 {
+                if held > cost {
+                    model.insert(position, held - cost);
+                } else {
+                    model.remove(&position);
+                }
+            }
+            assert_eq!(entries.iter().collect::<Vec<_>>(), model.iter().map(|(&p, &c)| (p, c)).collect::<Vec<_>>());
+            assert_eq!(entries.first_position(), model.keys().next().copied());
+            assert_eq!(entries.last_position(), model.keys().next_back().copied());
+        }
+        assert!(matches!(entries, Entries::Empty));
     }
 
     #[test]

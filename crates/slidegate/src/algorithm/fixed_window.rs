@@ -89,6 +89,14 @@ impl FixedWindow {
         Decision::charged(rule.limit(), had_room, u64::from(self.count), retry, reset)
     }
 
+    /// Takes back up to `cost` from the window of `at` (a reservation given
+    /// back), if the state still counts that window.
+    pub(crate) fn give_back(&mut self, rule: &Rule, at: u64, cost: u32) {
+        if self.index == at / rule.window_ms() {
+            self.count -= cost.min(self.count);
+        }
+    }
+
     /// When the current window ends (saturating at the end of time).
     fn ends_at(&self, window: u64) -> u64 {
         self.index.saturating_add(1).saturating_mul(window)

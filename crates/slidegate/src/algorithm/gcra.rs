@@ -95,6 +95,24 @@ impl Gcra {
         Decision::charged(rule.limit(), had_room, used, retry, ms(next))
     }
 
+    /// Takes back `cost` of a charge made at `at` (a reservation given
+    /// back) when the bucket is still exactly as that charge left it
+    /// (`receipt`): GCRA is not additive — a charge to an idle bucket
+    /// starts from its time, so a later charge may have absorbed part of
+    /// an earlier one, and taking it back then could hand out capacity
+    /// nobody gave back. Otherwise the charge stays and drains at the
+    /// rule's rate: never over-admits.
+    pub(crate) fn give_back(&mut self, rule: &Rule, at: u64, cost: u32, receipt: Gcra) {
+        if *self != receipt || self.tat_ms < at {
+            return;
+        }
+        let n = u128::from(rule.limit());
+        let held = u128::from(self.tat_ms - at) * n + u128::from(self.tat_rem);
+        let Some(before) = held.checked_sub(u128::from(cost) * u128::from(rule.window_ms())) else { return };
+        self.tat_ms = at + u64::try_from(before / n).unwrap_or(0);
+        self.tat_rem = (before % n) as u64;
+    }
+
     /// When the bucket is full again (0 when it already is).
     pub fn expires_at(&self) -> u64 {
         self.tat_ms.saturating_add(u64::from(self.tat_rem > 0))

@@ -25,11 +25,13 @@ mod charge_tests;
 mod entries;
 mod fixed_window;
 mod gcra;
+mod reserve;
 mod sliding_counter;
 mod sliding_log;
 
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
+pub use reserve::Receipt;
 pub use sliding_counter::{SlidingCounter, bucket_of, drop_time};
 pub use sliding_log::SlidingLog;
 

@@ -137,6 +137,13 @@ impl SlidingCounter {
         Decision::charged(rule.limit(), had_room, self.total, retry, self.until(expires_at, now))
     }
 
+    /// Takes back up to `cost` from the bucket of `at` (a reservation given
+    /// back), if it still counts at `now`: counts add, so this is exact.
+    pub(crate) fn give_back(&mut self, rule: &Rule, now: u64, at: u64, cost: u32) {
+        self.prune(rule, now);
+        self.total -= u64::from(self.buckets.take(bucket_of(rule, i128::from(at)), cost));
+    }
+
     /// Decides a request of `cost` (1..=limit) at `now`, counting it if admitted.
     pub fn check(&mut self, rule: &Rule, now: u64, cost: u32) -> Decision {
         self.check_expiring(rule, now, cost).0

@@ -97,6 +97,14 @@ impl SlidingLog {
         Decision::charged(rule.limit(), had_room, self.total, retry, self.reset_after(window, now))
     }
 
+    /// Takes back up to `cost` of what was charged at `at` (a reservation
+    /// given back), as far as the log still holds it at `now`: charges of
+    /// one millisecond are alike, so this is exact.
+    pub(crate) fn give_back(&mut self, rule: &Rule, now: u64, at: u64, cost: u32) {
+        self.prune(rule.window_ms(), now);
+        self.total -= u64::from(self.entries.take(at, cost));
+    }
+
     fn reset_after(&self, window: u64, now: u64) -> Duration {
         Duration::from_millis(self.expires_at(window).saturating_sub(now))
     }

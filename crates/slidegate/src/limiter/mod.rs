@@ -6,6 +6,7 @@ mod batch;
 mod builder;
 mod guard;
 mod leases;
+mod reservations;
 mod operate;
 mod pipeline;
 mod scaling;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 pub use builder::LimiterBuilder;
 pub use leases::Lease;
+pub use reservations::Reservation;
 
 use scaling::{Adaptive, Scaling};
 

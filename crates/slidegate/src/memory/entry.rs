@@ -3,7 +3,7 @@
 //! split in two steps so multi-dimension checks can look at every
 //! dimension before charging any.
 
-use crate::algorithm::State as AlgorithmState;
+use crate::algorithm::{Receipt, State as AlgorithmState};
 use crate::store::PenaltyState;
 use crate::{Decision, Rule, State};
 
@@ -26,6 +26,22 @@ impl Entry {
         debug_assert!(rule.penalty().is_none());
         let (decision, expires_at) = self.state.check_expiring(rule, now, cost);
         self.expires_at = expires_at;
+        decision
+    }
+
+    /// A reservation of `cost` (a rule without a penalty): see
+    /// [`State::reserve`](AlgorithmState::reserve).
+    pub(super) fn reserve(&mut self, rule: &Rule, now: u64, cost: u32) -> (Decision, Option<Receipt>) {
+        let reserved = self.state.reserve(rule, now, cost);
+        self.expires_at = self.state.expires_at(rule);
+        reserved
+    }
+
+    /// A reservation settled at `actual`: see
+    /// [`State::settle`](AlgorithmState::settle).
+    pub(super) fn settle(&mut self, rule: &Rule, now: u64, receipt: &Receipt, actual: u32) -> Decision {
+        let decision = self.state.settle(rule, now, receipt, actual);
+        self.expires_at = self.state.expires_at(rule);
         decision
     }
 

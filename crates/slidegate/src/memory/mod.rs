@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 mod entry;
 mod key;
 mod leases;
+mod reservations;
 
 use entry::Entry;
 use hashbrown::HashTable;
@@ -36,12 +37,15 @@ struct Shard {
     full_swept_at: Option<u64>,
     /// Concurrency leases, by limit name and identity.
     leases: std::collections::HashMap<Box<str>, leases::Leases, foldhash::fast::RandomState>,
+    /// Reservations, by rule, identity and id.
+    reservations: std::collections::HashMap<Box<str>, reservations::Held, foldhash::fast::RandomState>,
 }
 
 impl Shard {
     fn sweep(&mut self, now: u64) {
         self.map.retain(|(_, e)| e.expires_at > now);
         self.leases.retain(|_, held| held.expires_at() > now);
+        self.reservations.retain(|_, held| held.expires > now);
     }
 }
 
@@ -384,6 +388,23 @@ impl Store for MemoryStore {
 
     async fn renew(&self, lease: &crate::store::LeaseRequest<'_>) -> Result<bool, Error> {
         Ok(self.renew_sync(lease))
+    }
+
+    async fn reserve(
+        &self,
+        reservation: &crate::store::ReservationRequest<'_>,
+        estimate: u32,
+        ttl_ms: u64,
+    ) -> Result<Decision, Error> {
+        self.reserve_sync(reservation, estimate, ttl_ms)
+    }
+
+    async fn settle(
+        &self,
+        reservation: &crate::store::ReservationRequest<'_>,
+        actual: u32,
+    ) -> Result<Option<Decision>, Error> {
+        self.settle_sync(reservation, actual)
     }
 
     fn is_local(&self) -> bool {

@@ -15,6 +15,7 @@ pub use crate::clock::validate_time;
 pub use crate::concurrency::LeaseRequest;
 pub use crate::identity::{Identity, encode_identity, validate_cost};
 pub use crate::penalty::PenaltyState;
+pub use crate::reservation::ReservationRequest;
 pub use request::{Dimensions, Request};
 
 use crate::{Decision, Error, ErrorKind, MultiDecision};
@@ -136,6 +137,49 @@ pub trait Store: Send + Sync + 'static {
         async { Err(Error::new(ErrorKind::Backend, "this store holds no concurrency leases")) }
     }
 
+    /// Reserves `estimate` (1 to the limit) of `reservation`'s rule for
+    /// `ttl_ms`: admitted only if the whole estimate fits (also under a
+    /// budget), and then charged as a check charges it, at the store's
+    /// time, and the reservation kept until it is settled or its ttl
+    /// passes (the charge then stays: committed at the estimate). The
+    /// decision is a check's.
+    ///
+    /// The default refuses with [`ErrorKind::Backend`]; both stores of
+    /// slidegate implement it.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn reserve(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        estimate: u32,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        let _ = (reservation, estimate, ttl_ms);
+        async { Err(Error::new(ErrorKind::Backend, "this store holds no reservations")) }
+    }
+
+    /// Settles a reservation at `actual` (0 cancels it): what its estimate
+    /// charged beyond `actual` is given back, what `actual` asks beyond
+    /// the estimate is recorded now whatever remains (see
+    /// [`State::settle`](crate::algorithm::State::settle)), and the
+    /// reservation is gone. `None` when it is not held (settled already,
+    /// its ttl passed, or never made); otherwise the state after, as a
+    /// charge reports it (with its debt).
+    ///
+    /// # Errors
+    ///
+    /// As [`reserve`](Self::reserve).
+    fn settle(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        actual: u32,
+    ) -> impl Future<Output = Result<Option<Decision>, Error>> + Send {
+        let _ = (reservation, actual);
+        async { Err(Error::new(ErrorKind::Backend, "this store holds no reservations")) }
+    }
+
     /// Decides many independent requests; the results are in input order,
     /// one per request. The default asks one at a time; the Redis store
     /// sends the whole batch in one round trip (per Cluster slot).
@@ -181,6 +225,23 @@ impl<S: Store> Store for std::sync::Arc<S> {
 
     fn renew(&self, lease: &LeaseRequest<'_>) -> impl Future<Output = Result<bool, Error>> + Send {
         (**self).renew(lease)
+    }
+
+    fn reserve(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        estimate: u32,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        (**self).reserve(reservation, estimate, ttl_ms)
+    }
+
+    fn settle(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        actual: u32,
+    ) -> impl Future<Output = Result<Option<Decision>, Error>> + Send {
+        (**self).settle(reservation, actual)
     }
 
     fn reset(&self, request: &Request<'_>) -> impl Future<Output = Result<bool, Error>> + Send {

@@ -1,0 +1,81 @@
+//! Reservations in the memory store: each one's receipt (what its
+//! estimate charged) until it is settled or its ttl passes, in the shard
+//! of its rule's state for the identity (under that lock: charged and
+//! given back atomically with the state).
+
+use super::{MemoryStore, lock};
+use crate::algorithm::Receipt;
+use crate::store::{ReservationRequest, validate_time};
+use crate::{Decision, Error};
+
+/// A reservation held: what its estimate charged, and when its ttl passes.
+#[derive(Debug)]
+pub(super) struct Held {
+    receipt: Receipt,
+    pub(super) expires: u64,
+}
+
+/// The key of a reservation: the rule's state, the identity and the id.
+fn key_of(reservation: &ReservationRequest<'_>) -> Box<str> {
+    let rule = reservation.rule();
+    format!(
+        "{}\u{0}{}\u{0}{}\u{0}{}",
+        rule.state_name(),
+        rule.state_part(),
+        reservation.identity().as_str(),
+        reservation.id().as_str()
+    )
+    .into_boxed_str()
+}
+
+impl MemoryStore {
+    /// [`Store::reserve`](crate::Store::reserve), synchronously.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidTime`](crate::ErrorKind::InvalidTime), or
+    /// [`ErrorKind::CapacityExhausted`](crate::ErrorKind::CapacityExhausted)
+    /// for a new key in a full store.
+    pub fn reserve_sync(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        estimate: u32,
+        ttl_ms: u64,
+    ) -> Result<Decision, Error> {
+        let (rule, identity) = (reservation.rule(), reservation.identity().as_str());
+        let now = validate_time(self.inner.clock.now_ms())?;
+        let hash = self.hash(rule, identity);
+        let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
+        let (decision, receipt) = self.entry(&mut shard, identity, hash, rule, now)?.reserve(rule, now, estimate);
+        if let Some(receipt) = receipt {
+            let held = Held { receipt, expires: now.saturating_add(ttl_ms) };
+            shard.reservations.insert(key_of(reservation), held);
+        }
+        Ok(decision)
+    }
+
+    /// [`Store::settle`](crate::Store::settle), synchronously.
+    ///
+    /// # Errors
+    ///
+    /// As [`reserve_sync`](Self::reserve_sync) (the reservation is then
+    /// kept).
+    pub fn settle_sync(&self, reservation: &ReservationRequest<'_>, actual: u32) -> Result<Option<Decision>, Error> {
+        let (rule, identity) = (reservation.rule(), reservation.identity().as_str());
+        let now = validate_time(self.inner.clock.now_ms())?;
+        let hash = self.hash(rule, identity);
+        let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
+        let key = key_of(reservation);
+        let Some(held) = shard.reservations.remove(&key) else { return Ok(None) };
+        if held.expires <= now {
+            return Ok(None);
+        }
+        match self.entry(&mut shard, identity, hash, rule, now) {
+            Ok(entry) => Ok(Some(entry.settle(rule, now, &held.receipt, actual))),
+            Err(error) => {
+                shard.reservations.insert(key, held);
+                Err(error)
+            }
+        }
+    }
+}
