@@ -134,13 +134,19 @@ impl Store for RedisStore {
         ttl_ms: u64,
     ) -> Result<Decision, Error> {
         let op = reserve::Op::Reserve { estimate, ttl_ms };
-        let call = reserve::call(self.scripts(), self.prefix(), reservation, op, self.now()?, self.uses_field_ttl());
+        let call =
+            reserve::call(self.scripts(), self.prefix(), reservation, op, self.now()?, self.uses_field_ttl());
         reserve::decode_reserve(reservation.rule().limit(), &self.send(&call).await?)
     }
 
-    async fn settle(&self, reservation: &ReservationRequest<'_>, actual: u32) -> Result<Option<Decision>, Error> {
+    async fn settle(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        actual: u32,
+    ) -> Result<Option<Decision>, Error> {
         let op = reserve::Op::Settle { actual };
-        let call = reserve::call(self.scripts(), self.prefix(), reservation, op, self.now()?, self.uses_field_ttl());
+        let call =
+            reserve::call(self.scripts(), self.prefix(), reservation, op, self.now()?, self.uses_field_ttl());
         reserve::decode_settle(reservation.rule(), &self.send(&call).await?)
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use slidegate::store::{Dimensions, LeaseRequest, ReservationRequest, Request, Store};
+use slidegate::store::{Dimensions, LeaseRequest, Request, ReservationRequest, Store};
 use slidegate::{Decision, Error, Limiter, MemoryStore, MultiDecision};
 use slidegate_redis::RedisStore;
 
@@ -110,14 +110,23 @@ impl Store for ServiceStore {
         }
     }
 
-    async fn reserve(&self, reservation: &ReservationRequest<'_>, estimate: u32, ttl_ms: u64) -> Result<Decision, Error> {
+    async fn reserve(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        estimate: u32,
+        ttl_ms: u64,
+    ) -> Result<Decision, Error> {
         match self {
             ServiceStore::Memory(store) => store.reserve(reservation, estimate, ttl_ms).await,
             ServiceStore::Redis(store) => store.reserve(reservation, estimate, ttl_ms).await,
         }
     }
 
-    async fn settle(&self, reservation: &ReservationRequest<'_>, actual: u32) -> Result<Option<Decision>, Error> {
+    async fn settle(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        actual: u32,
+    ) -> Result<Option<Decision>, Error> {
         match self {
             ServiceStore::Memory(store) => store.settle(reservation, actual).await,
             ServiceStore::Redis(store) => store.settle(reservation, actual).await,

@@ -64,7 +64,9 @@ pub async fn reserve_commit_cancel<S: Store>(store: &S, clock: &ManualClock) {
 /// committed at its estimate: the charge stays, and settling it finds
 /// nothing held. One settled in time gives back exactly.
 pub async fn ttl_commits_at_the_estimate<S: Store>(store: &S, clock: &ManualClock) {
-    for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingCounter { buckets: 60.try_into().expect("60") }] {
+    for algorithm in
+        [Algorithm::SlidingLog, Algorithm::SlidingCounter { buckets: 60.try_into().expect("60") }]
+    {
         next_minute(clock);
         let tokens = rule(100, 60_000, algorithm).named("tokens").expect("rule");
         let ids = ids(2);

@@ -343,7 +343,10 @@ mod tests {
                     model.remove(&position);
                 }
             }
-            assert_eq!(entries.iter().collect::<Vec<_>>(), model.iter().map(|(&p, &c)| (p, c)).collect::<Vec<_>>());
+            assert_eq!(
+                entries.iter().collect::<Vec<_>>(),
+                model.iter().map(|(&p, &c)| (p, c)).collect::<Vec<_>>()
+            );
             assert_eq!(entries.first_position(), model.keys().next().copied());
             assert_eq!(entries.last_position(), model.keys().next_back().copied());
         }

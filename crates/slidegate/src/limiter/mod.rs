@@ -6,9 +6,9 @@ mod batch;
 mod builder;
 mod guard;
 mod leases;
-mod reservations;
 mod operate;
 mod pipeline;
+mod reservations;
 mod scaling;
 mod shadow;
 

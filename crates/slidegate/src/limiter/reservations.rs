@@ -123,7 +123,13 @@ impl<S: Store> Limiter<S> {
     /// # Errors
     ///
     /// An empty key, a rule with a penalty, or a store failure.
-    pub async fn commit(&self, rule: &Rule, key: &str, id: &LeaseId, actual: u32) -> Result<Option<Decision>, Error> {
+    pub async fn commit(
+        &self,
+        rule: &Rule,
+        key: &str,
+        id: &LeaseId,
+        actual: u32,
+    ) -> Result<Option<Decision>, Error> {
         self.settle_reservation(rule, key, id, actual, Held::Store).await
     }
 

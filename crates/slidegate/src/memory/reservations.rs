@@ -46,7 +46,8 @@ impl MemoryStore {
         let now = validate_time(self.inner.clock.now_ms())?;
         let hash = self.hash(rule, identity);
         let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
-        let (decision, receipt) = self.entry(&mut shard, identity, hash, rule, now)?.reserve(rule, now, estimate);
+        let (decision, receipt) =
+            self.entry(&mut shard, identity, hash, rule, now)?.reserve(rule, now, estimate);
         if let Some(receipt) = receipt {
             let held = Held { receipt, expires: now.saturating_add(ttl_ms) };
             shard.reservations.insert(key_of(reservation), held);
@@ -60,7 +61,11 @@ impl MemoryStore {
     ///
     /// As [`reserve_sync`](Self::reserve_sync) (the reservation is then
     /// kept).
-    pub fn settle_sync(&self, reservation: &ReservationRequest<'_>, actual: u32) -> Result<Option<Decision>, Error> {
+    pub fn settle_sync(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        actual: u32,
+    ) -> Result<Option<Decision>, Error> {
         let (rule, identity) = (reservation.rule(), reservation.identity().as_str());
         let now = validate_time(self.inner.clock.now_ms())?;
         let hash = self.hash(rule, identity);
