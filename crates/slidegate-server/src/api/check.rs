@@ -151,7 +151,7 @@ struct LimitRef<'a> {
 }
 
 #[derive(Debug, Serialize)]
-struct LimitView<'a> {
+pub(super) struct LimitView<'a> {
     #[serde(flatten)]
     limit: LimitRef<'a>,
     allowed: bool,
@@ -190,13 +190,14 @@ fn limit_ref(limit: &Limit) -> LimitRef<'_> {
             crate::config::Enforcement::Rule(rule) => rule.algorithm().short_name(),
             crate::config::Enforcement::Block(_) => "block",
             crate::config::Enforcement::Unlimited => "unlimited",
+            crate::config::Enforcement::InFlight(_) => "in_flight",
         },
         shadow_mode: limit.shadow,
         budget: limit.rule().is_some_and(slidegate::Rule::is_budget),
     }
 }
 
-fn limit_view(status: &LimitStatus) -> LimitView<'_> {
+pub(super) fn limit_view(status: &LimitStatus) -> LimitView<'_> {
     LimitView {
         limit: limit_ref(&status.limit),
         allowed: status.allowed,

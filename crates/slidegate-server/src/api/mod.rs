@@ -1,6 +1,8 @@
 //! The HTTP API (axum, with the checks answered before its router:
 //! [`Api`]): `/json` (envoy ratelimit's JSON form),
-//! `/v1/check`, `/v1/peek` and `/v1/charge` (slidegate's own), `/v1/status`, `/v1/stats`,
+//! `/v1/check`, `/v1/peek` and `/v1/charge` (slidegate's own), reservations
+//! (`/v1/reserve`, `/v1/commit`, `/v1/cancel`) and leases (`/v1/acquire`,
+//! `/v1/release`, `/v1/renew`), `/v1/status`, `/v1/stats`,
 //! `/v1/rules`, `/v1/gateway`, `/healthz`, `/readyz`, `/metrics`, the status page (`/`),
 //! and the admin surface
 //! (`POST /v1/reload`, `DELETE /v1/state`), which exists only when a token
@@ -10,6 +12,7 @@ mod admin;
 #[cfg(test)]
 mod bypass_twin;
 mod check;
+mod hold;
 mod json;
 mod page;
 pub(crate) mod rls;
@@ -273,6 +276,12 @@ fn router(state: AppState) -> Router {
         .route("/v1/check", post(check::check))
         .route("/v1/peek", post(check::peek))
         .route("/v1/charge", post(check::charge))
+        .route("/v1/reserve", post(hold::reserve))
+        .route("/v1/commit", post(hold::commit))
+        .route("/v1/cancel", post(hold::cancel))
+        .route("/v1/acquire", post(hold::acquire))
+        .route("/v1/release", post(hold::release))
+        .route("/v1/renew", post(hold::renew))
         .route("/v1/status", get(status::status))
         .route("/v1/rules", get(status::rules))
         .route("/v1/stats", get(status::stats))

@@ -47,6 +47,9 @@ fn describe(limit: &Limit) -> String {
     let what = match &limit.enforcement {
         Enforcement::Unlimited => "unlimited".to_owned(),
         Enforcement::Block(_) => "blocks every request (requests_per_unit: 0)".to_owned(),
+        Enforcement::InFlight(limit) => {
+            format!("at most {} at once (leases of {:?}, POST /v1/acquire)", limit.limit(), limit.ttl())
+        }
         Enforcement::Rule(rule) => format!(
             "{} per {:?} ({})",
             rule.limit(),

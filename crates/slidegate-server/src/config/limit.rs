@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use slidegate::Rule;
+use slidegate::{ConcurrencyLimit, Rule};
 
 use super::unit::Unit;
 use crate::decide::stats::{LimitCounters, Rates};
@@ -20,6 +20,9 @@ pub enum Enforcement {
     Block(Duration),
     /// `unlimited: true`: every request is within it. Nothing is stored.
     Unlimited,
+    /// `max_in_flight`: at most so many at once, each holding a lease
+    /// (`/v1/acquire`); checks do not meet it.
+    InFlight(ConcurrencyLimit),
 }
 
 /// A configured limit: how it decides (its [`Rule`], whose numbers are
@@ -97,24 +100,35 @@ impl Limit {
     pub fn rule(&self) -> Option<&Rule> {
         match &self.enforcement {
             Enforcement::Rule(rule) => Some(rule),
-            Enforcement::Block(_) | Enforcement::Unlimited => None,
+            Enforcement::Block(_) | Enforcement::Unlimited | Enforcement::InFlight(_) => None,
+        }
+    }
+
+    /// The concurrency limit, for a `max_in_flight` limit.
+    pub fn in_flight(&self) -> Option<&ConcurrencyLimit> {
+        match &self.enforcement {
+            Enforcement::InFlight(limit) => Some(limit),
+            _ => None,
         }
     }
 
     /// The most requests (weight) per window: the rule's limit, 0 for a
-    /// block, `u32::MAX` for unlimited.
+    /// block, `u32::MAX` for unlimited; the most at once for `max_in_flight`.
     pub fn requests_per_unit(&self) -> u32 {
         match &self.enforcement {
             Enforcement::Rule(rule) => rule.limit(),
+            Enforcement::InFlight(limit) => limit.limit(),
             Enforcement::Block(_) => 0,
             Enforcement::Unlimited => u32::MAX,
         }
     }
 
-    /// The window: the rule's, or the block's; zero for unlimited.
+    /// The window: the rule's, or the block's; zero for unlimited; the
+    /// lease ttl for `max_in_flight`.
     pub fn window(&self) -> Duration {
         match &self.enforcement {
             Enforcement::Rule(rule) => rule.window(),
+            Enforcement::InFlight(limit) => limit.ttl(),
             Enforcement::Block(window) => *window,
             Enforcement::Unlimited => Duration::ZERO,
         }
@@ -132,7 +146,11 @@ impl Limit {
     /// configured, or else its stats key), or for a limit deciding without
     /// a rule its `name` or stats key.
     pub fn label(&self) -> &str {
-        self.rule().and_then(Rule::name).or(self.name.as_deref()).unwrap_or(&self.stat_key)
+        self.rule()
+            .and_then(Rule::name)
+            .or(self.in_flight().map(ConcurrencyLimit::name))
+            .or(self.name.as_deref())
+            .unwrap_or(&self.stat_key)
     }
 
     /// Whether it is `unlimited`.
@@ -166,6 +184,7 @@ impl Limit {
                 Enforcement::Rule(rule) => rule.algorithm().short_name(),
                 Enforcement::Block(_) => "block",
                 Enforcement::Unlimited => "unlimited",
+                Enforcement::InFlight(_) => "in_flight",
             },
             penalty: self.rule().and_then(Rule::penalty).map(|p| PenaltyView {
                 window_ms: p.window_ms(),

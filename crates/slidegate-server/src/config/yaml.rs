@@ -76,8 +76,11 @@ pub(super) struct LimitYaml {
     /// Gateway only: the upstream response header (or trailer) holding
     /// what a request cost, charged to a budget when the response ends.
     pub(super) cost_header: Option<Spanned<String>>,
-    /// Gateway only: at most this many of a key's requests at once.
+    /// At most this many at once (a rules file's: through `/v1/acquire`).
     pub(super) max_in_flight: Option<Spanned<u32>>,
+    /// A `max_in_flight` limit's: how long a lease is held without a
+    /// renewal (default 60s).
+    pub(super) lease_ttl: Option<Spanned<String>>,
 }
 
 impl LimitYaml {
@@ -102,11 +105,7 @@ impl LimitYaml {
                     "`cost_header` is a gateway limit's field: the rate-limit service is told a \
                      request's cost (`hits_addend`, `POST /v1/charge`)",
                 ),
-                given(
-                    self.max_in_flight.as_ref().map(position),
-                    "`max_in_flight` is a gateway limit's field: the rate-limit service cannot tell \
-                     when a request ends",
-                ),
+                None,
             ],
             LimitFile::Gateway => [
                 given(

@@ -19,7 +19,8 @@ impl Decider {
         let mut peek = Vec::new();
         for (i, item) in items.iter_mut().enumerate() {
             match &item.limit.enforcement {
-                Enforcement::Unlimited => {
+                // Checks do not meet them (`Decider::items`); admitted.
+                Enforcement::Unlimited | Enforcement::InFlight(_) => {
                     item.outcome = Some(Decision::allowed(u32::MAX, u32::MAX, Duration::ZERO));
                 }
                 &Enforcement::Block(window) => {

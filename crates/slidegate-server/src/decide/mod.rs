@@ -23,6 +23,7 @@
 
 mod answer;
 mod ask;
+pub(crate) mod hold;
 pub(crate) mod item;
 pub(crate) mod request;
 pub(crate) mod stats;
@@ -222,7 +223,8 @@ impl Decider {
             };
             let Some(&(node, _)) = path.last() else { continue };
             let stat_key = dynamic_stat_key(domain.name(), &entries, &path);
-            for limit in &node.limits {
+            // `max_in_flight` limits are held through `/v1/acquire`, not checked.
+            for limit in node.limits.iter().filter(|limit| limit.in_flight().is_none()) {
                 let identity = identity(domain.name(), &entries, Some((&path, limit)));
                 let shadow = self.limiter.is_shadow() || limit.shadow;
                 let stat_key = stat_key.clone();

@@ -7,6 +7,7 @@ mod entry;
 mod key;
 mod leases;
 mod reservations;
+mod store;
 
 use entry::Entry;
 use hashbrown::HashTable;
@@ -15,7 +16,7 @@ use hashbrown::hash_table::Entry as Slot;
 use crate::limits::DEFAULT_MAX_KEYS;
 use crate::store::validate_time;
 use crate::store::{Dimensions, Request};
-use crate::{Clock, Decision, Error, ErrorKind, MultiDecision, Rule, Store, SystemClock};
+use crate::{Clock, Decision, Error, ErrorKind, MultiDecision, Rule, SystemClock};
 use key::Key;
 
 /// Every this many operations a shard drops its expired keys.
@@ -49,7 +50,7 @@ impl Shard {
     }
 }
 
-/// A concurrent in-memory [`Store`]: the embedded default for single-node
+/// A concurrent in-memory [`Store`](crate::Store): the embedded default for single-node
 /// use and tests, and the local fallback when Redis is unreachable.
 ///
 /// * **Exact and atomic**: each key's state sits behind one of many shard
@@ -198,7 +199,7 @@ impl MemoryStore {
         }
     }
 
-    /// Decides synchronously; [`Store::check`] wraps this.
+    /// Decides synchronously; [`Store::check`](crate::Store::check) wraps this.
     ///
     /// # Errors
     ///
@@ -221,7 +222,7 @@ impl MemoryStore {
         Ok(entry.finish(rule, now, cost, peeked, true))
     }
 
-    /// Decides a multi-dimension check synchronously; [`Store::check_all`]
+    /// Decides a multi-dimension check synchronously; [`Store::check_all`](crate::Store::check_all)
     /// wraps this. The shards of all dimensions are locked together (in
     /// index order, so concurrent checks cannot deadlock), so the check is
     /// atomic.
@@ -260,7 +261,7 @@ impl MemoryStore {
         Ok(MultiDecision::from_decisions(decisions))
     }
 
-    /// [`Store::peek_all`], synchronously: each dimension's verdict, nothing
+    /// [`Store::peek_all`](crate::Store::peek_all), synchronously: each dimension's verdict, nothing
     /// charged, no key created.
     ///
     /// # Errors
@@ -283,7 +284,7 @@ impl MemoryStore {
         Ok(MultiDecision::from_decisions(decisions))
     }
 
-    /// [`Store::reset`], synchronously: removes the key's entry.
+    /// [`Store::reset`](crate::Store::reset), synchronously: removes the key's entry.
     pub fn reset_sync(&self, request: &Request<'_>) -> bool {
         let (rule, identity) = (request.rule(), request.identity().as_str());
         let hash = self.hash(rule, identity);
@@ -359,55 +360,4 @@ fn guard_of<'g, 'm>(guards: &'g mut [(usize, MutexGuard<'m, Shard>)], index: usi
 /// is a plain value that is still consistent, so keep serving.
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl Store for MemoryStore {
-    async fn check(&self, request: &Request<'_>) -> Result<Decision, Error> {
-        self.check_sync(request)
-    }
-
-    async fn check_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
-        self.check_all_sync(dimensions)
-    }
-
-    async fn peek_all(&self, dimensions: &Dimensions<'_>) -> Result<MultiDecision, Error> {
-        self.peek_all_sync(dimensions)
-    }
-
-    async fn reset(&self, request: &Request<'_>) -> Result<bool, Error> {
-        Ok(self.reset_sync(request))
-    }
-
-    async fn acquire(&self, lease: &crate::store::LeaseRequest<'_>) -> Result<Decision, Error> {
-        self.acquire_sync(lease)
-    }
-
-    async fn release(&self, lease: &crate::store::LeaseRequest<'_>) -> Result<bool, Error> {
-        Ok(self.release_sync(lease))
-    }
-
-    async fn renew(&self, lease: &crate::store::LeaseRequest<'_>) -> Result<bool, Error> {
-        Ok(self.renew_sync(lease))
-    }
-
-    async fn reserve(
-        &self,
-        reservation: &crate::store::ReservationRequest<'_>,
-        estimate: u32,
-        ttl_ms: u64,
-    ) -> Result<Decision, Error> {
-        self.reserve_sync(reservation, estimate, ttl_ms)
-    }
-
-    async fn settle(
-        &self,
-        reservation: &crate::store::ReservationRequest<'_>,
-        actual: u32,
-    ) -> Result<Option<Decision>, Error> {
-        self.settle_sync(reservation, actual)
-    }
-
-    fn is_local(&self) -> bool {
-        true
-    }
 }

@@ -4,7 +4,7 @@
 
 use serde_saphyr::Spanned;
 use slidegate::limits::{DEFAULT_BUCKETS, MAX_WINDOW};
-use slidegate::{Algorithm, Penalty, Rule};
+use slidegate::{Algorithm, ConcurrencyLimit, Penalty, Rule};
 
 use super::{Builder, Replaces};
 use crate::config::limit::{Enforcement, Limit};
@@ -37,7 +37,7 @@ impl Builder<'_> {
             self.names.push(name.clone());
         }
         let mut replaces = Vec::new();
-        for entry in yaml.replaces.map(|r| r.value).unwrap_or_default() {
+        for entry in yaml.replaces.take().map(|r| r.value).unwrap_or_default() {
             let entry_at = position(&entry);
             match entry.value.name.map(|n| n.value).filter(|n| !n.is_empty()) {
                 None => self.error(entry_at, "a `replaces` entry needs a `name`"),
@@ -64,6 +64,22 @@ impl Builder<'_> {
             counters: Default::default(),
         };
 
+        if let Some(max) = yaml.max_in_flight.take() {
+            let (max, ttl) = self.in_flight(&yaml, &max, at)?;
+            let name = rule_name(name.as_deref(), stat_key, index);
+            return match ConcurrencyLimit::new(&name, max, ttl) {
+                Ok(limit) => {
+                    (self.errors.len() == errors_before).then(|| base(Enforcement::InFlight(limit), None))
+                }
+                Err(error) => {
+                    self.error(at, format!("this limit cannot be enforced: {error}"));
+                    None
+                }
+            };
+        }
+        if let Some(ttl) = &yaml.lease_ttl {
+            self.error(position(ttl), "`lease_ttl` is a `max_in_flight` limit's field");
+        }
         if yaml.unlimited.is_some_and(|u| u.value) {
             if let Some(unit) = &yaml.unit {
                 self.error(position(unit), "`unlimited: true` takes no `unit`");

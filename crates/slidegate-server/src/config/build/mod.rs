@@ -12,6 +12,7 @@ use super::descriptors::{Level, Node, Pattern};
 use super::error::ConfigError;
 use super::yaml::{DescriptorYaml, FileYaml, LimitFile, LimitYaml, line_column, position};
 
+mod in_flight;
 mod limit;
 pub(super) mod tolerant;
 

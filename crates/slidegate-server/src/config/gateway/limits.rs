@@ -8,7 +8,7 @@ use serde_saphyr::Spanned;
 use slidegate::{ConcurrencyLimit, Rule};
 use slidegate_tower::MissingKey;
 
-use super::{IN_FLIGHT_TTL, KeySpec, MAX_PART_LEN, RouteInFlight, RouteLimit};
+use super::{KeySpec, MAX_PART_LEN, RouteInFlight, RouteLimit};
 use crate::config::build::Builder;
 use crate::config::limit::Enforcement;
 use crate::config::yaml::{LimitFile, LimitYaml, position};
@@ -113,29 +113,14 @@ pub(super) fn limits(
             (None, None) => None,
         };
         if let Some(max) = limit.max_in_flight.take() {
-            let refused = [
-                ("requests_per_unit", limit.requests_per_unit.as_ref().map(position)),
-                ("unit", limit.unit.as_ref().map(position)),
-                ("window", limit.window.as_ref().map(position)),
-                ("algorithm", limit.algorithm.as_ref().map(position)),
-                ("penalty", limit.penalty.as_deref().map(position)),
-                ("budget", limit.budget.as_ref().map(position)),
-            ];
-            for (field, given) in refused {
-                if let Some(field_at) = given {
-                    builder.error(
-                        field_at,
-                        format!("a `max_in_flight` limit counts the requests running at once: it takes no `{field}`"),
-                    );
-                }
-            }
+            let checked = builder.in_flight(&limit, &max, at);
             if cost_header.as_ref().is_some_and(Option::is_some) {
                 builder.error(at, "a `max_in_flight` limit takes no `cost_header`");
             }
-            if limit.shadow_mode.is_some() {
-                builder.error(at, "a `max_in_flight` limit takes no `shadow_mode` (the gateway's `--shadow` admits every request)");
-            }
-            let (Some(key), Some(missing), Some(name)) = (key, missing, name) else { continue };
+            let (Some(key), Some(missing), Some(name), Some((max, ttl))) = (key, missing, name, checked)
+            else {
+                continue;
+            };
             let rule_name = format!("{scope}.{name}");
             let taken = out
                 .iter()
@@ -145,11 +130,9 @@ pub(super) fn limits(
                 builder.error(at, format!("two limits of `{scope}` are called `{name}`; give each a `name`"));
                 continue;
             }
-            match ConcurrencyLimit::new(&rule_name, max.value, IN_FLIGHT_TTL) {
+            match ConcurrencyLimit::new(&rule_name, max, ttl) {
                 Ok(limit) => in_flight.push(RouteInFlight { limit, key, missing }),
-                Err(error) => {
-                    builder.error(position(&max), format!("`max_in_flight: {}`: {error}", max.value))
-                }
+                Err(error) => builder.error(at, format!("`max_in_flight: {max}`: {error}")),
             }
             continue;
         }
@@ -173,7 +156,8 @@ pub(super) fn limits(
         let rule_name = format!("{scope}.{name}");
         let rule = match &built.enforcement {
             Enforcement::Rule(rule) => rule.clone().named(&rule_name),
-            Enforcement::Block(_) | Enforcement::Unlimited => {
+            // `max_in_flight` was taken above: never built here.
+            Enforcement::Block(_) | Enforcement::Unlimited | Enforcement::InFlight(_) => {
                 builder.error(
                     at,
                     "`requests_per_unit` must be at least 1 (to refuse a route's requests, leave it out)",
