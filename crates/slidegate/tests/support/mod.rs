@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
-use slidegate::store::{Dimensions, Request};
+use slidegate::store::{Dimensions, LeaseRequest, Request, ReservationRequest};
 use slidegate::{
     BreakerConfig, Decision, Error, ErrorKind, FailurePolicy, Limiter, ManualClock, MemoryStore,
     MultiDecision, Rule, Store,
@@ -80,6 +80,40 @@ impl Store for Remote {
     async fn reset(&self, request: &Request<'_>) -> Result<bool, Error> {
         self.reach().await?;
         self.state.reset(request).await
+    }
+
+    async fn reserve(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        estimate: u32,
+        ttl_ms: u64,
+    ) -> Result<Decision, Error> {
+        self.reach().await?;
+        self.state.reserve(reservation, estimate, ttl_ms).await
+    }
+
+    async fn settle(
+        &self,
+        reservation: &ReservationRequest<'_>,
+        actual: u32,
+    ) -> Result<Option<Decision>, Error> {
+        self.reach().await?;
+        self.state.settle(reservation, actual).await
+    }
+
+    async fn acquire(&self, lease: &LeaseRequest<'_>) -> Result<Decision, Error> {
+        self.reach().await?;
+        self.state.acquire(lease).await
+    }
+
+    async fn release(&self, lease: &LeaseRequest<'_>) -> Result<bool, Error> {
+        self.reach().await?;
+        self.state.release(lease).await
+    }
+
+    async fn renew(&self, lease: &LeaseRequest<'_>) -> Result<bool, Error> {
+        self.reach().await?;
+        self.state.renew(lease).await
     }
 
     fn releases_charges(&self) -> bool {
