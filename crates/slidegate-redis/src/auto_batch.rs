@@ -1,5 +1,7 @@
 //! Auto-batching: when the server is busy, single checks go to it
-//! together, as one call of the multi script (scripts/entry/multi.lua).
+//! together, as one call of the multi script (scripts/entry/multi.lua) —
+//! and lease and reservation ops, in their own queue, as one call of
+//! scripts/entry/holds.lua. What follows says checks; ops go alike.
 //!
 //! While fewer than [`AUTO_BATCH_DIRECT`] checks are out, a caller sends
 //! its check itself, as its own single-script call — exactly the unbatched
@@ -22,8 +24,9 @@ use redis::Value;
 use slidegate::{Error, ErrorKind};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
+use crate::calls::holds::{self, Hold};
 use crate::calls::single::Check;
-use crate::calls::{Ints, multi};
+use crate::calls::{Call, Ints, multi};
 use crate::connection::Backend;
 use crate::now::Now;
 use crate::scripts::Scripts;
@@ -38,22 +41,52 @@ pub const AUTO_BATCH_DIRECT: usize = 8;
 /// the limiter's failure policy answers them).
 const QUEUE: usize = 65_536;
 
-struct Job {
-    check: Check,
+/// What is batched: single checks (`entry/multi.lua`), or lease and
+/// reservation ops (`entry/holds.lua`) — each alone as its own script's
+/// call, or many as one call answering each one's reply in order.
+pub(crate) trait Batched: Send + Sync + 'static {
+    /// The call of one on its own.
+    fn one<'s>(&self, scripts: &'s Scripts, field_ttl: bool) -> Call<'s>;
+    /// The call of many at once.
+    fn many<'s>(items: &[&Self], scripts: &'s Scripts, field_ttl: bool) -> Call<'s>;
+}
+
+impl Batched for Check {
+    fn one<'s>(&self, scripts: &'s Scripts, field_ttl: bool) -> Call<'s> {
+        self.call(scripts, Now::Server, field_ttl)
+    }
+
+    fn many<'s>(items: &[&Check], scripts: &'s Scripts, field_ttl: bool) -> Call<'s> {
+        multi::call(scripts, items, Now::Server, field_ttl)
+    }
+}
+
+impl Batched for Hold {
+    fn one<'s>(&self, scripts: &'s Scripts, field_ttl: bool) -> Call<'s> {
+        self.call(scripts, Now::Server, field_ttl)
+    }
+
+    fn many<'s>(items: &[&Hold], scripts: &'s Scripts, field_ttl: bool) -> Call<'s> {
+        holds::call_many(scripts, items, Now::Server, field_ttl)
+    }
+}
+
+struct Job<T> {
+    item: T,
     reply: oneshot::Sender<Result<Ints, Error>>,
 }
 
-/// The queue of the driver task, and how many checks callers have out on
+/// The queue of the driver task, and how many items callers have out on
 /// their own.
 #[derive(Debug)]
-pub(crate) struct AutoBatch {
-    jobs: mpsc::Sender<Job>,
+pub(crate) struct AutoBatch<T> {
+    jobs: mpsc::Sender<Job<T>>,
     /// Checks out on their own, sent by their callers.
     direct: AtomicUsize,
     sender: Sender,
 }
 
-impl AutoBatch {
+impl<T: Batched> AutoBatch<T> {
     /// Starts the driver on the current tokio runtime; it ends when the
     /// last store clone is dropped.
     pub(crate) fn start(
@@ -61,16 +94,16 @@ impl AutoBatch {
         scripts: Arc<Scripts>,
         field_ttl: bool,
         max: usize,
-    ) -> AutoBatch {
+    ) -> AutoBatch<T> {
         let (jobs, queue) = mpsc::channel(QUEUE);
         let sender = Sender { backend, scripts, field_ttl };
         tokio::spawn(drive(queue, sender.clone(), max.max(1)));
         AutoBatch { jobs, direct: AtomicUsize::new(0), sender }
     }
 
-    /// Decides `check` in the next call to the server; the reply is the
-    /// single script's.
-    pub(crate) async fn check(&self, check: Check) -> Result<Ints, Error> {
+    /// Sends `item` in the next call to the server; the reply is its own
+    /// script's.
+    pub(crate) async fn run(&self, item: T) -> Result<Ints, Error> {
         // While fewer than AUTO_BATCH_DIRECT checks are out on their own
         // and none is queued, the check goes at once, from the caller's
         // own task: a lightly loaded service pays nothing for batching.
@@ -78,14 +111,13 @@ impl AutoBatch {
         if self.jobs.capacity() == QUEUE
             && let Some(_direct) = Direct::enter(&self.direct)
         {
-            return self.sender.send_one(&check).await;
+            return self.sender.send_one(&item).await;
         }
         let (reply, answer) = oneshot::channel();
-        self.jobs.try_send(Job { check, reply }).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(_) => Error::new(
-                ErrorKind::Unavailable,
-                format!("{QUEUE} checks already wait for the Redis server"),
-            ),
+        self.jobs.try_send(Job { item, reply }).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(_) => {
+                Error::new(ErrorKind::Unavailable, format!("{QUEUE} calls already wait for the Redis server"))
+            }
             mpsc::error::TrySendError::Closed(_) => stopped(),
         })?;
         answer.await.map_err(|_| stopped())?
@@ -130,7 +162,7 @@ impl std::fmt::Debug for Sender {
     }
 }
 
-async fn drive(mut queue: mpsc::Receiver<Job>, sender: Sender, max: usize) {
+async fn drive<T: Batched>(mut queue: mpsc::Receiver<Job<T>>, sender: Sender, max: usize) {
     let in_flight = Arc::new(Semaphore::new(AUTO_BATCH_IN_FLIGHT));
     loop {
         let Some(first) = queue.recv().await else { return };
@@ -158,24 +190,24 @@ async fn drive(mut queue: mpsc::Receiver<Job>, sender: Sender, max: usize) {
 }
 
 impl Sender {
-    /// One check as its own single-script call.
-    async fn send_one(&self, check: &Check) -> Result<Ints, Error> {
-        self.backend.run(&check.call(&self.scripts, Now::Server, self.field_ttl)).await
+    /// One item as its own script's call.
+    async fn send_one<T: Batched>(&self, item: &T) -> Result<Ints, Error> {
+        self.backend.run(&item.one(&self.scripts, self.field_ttl)).await
     }
 
-    async fn send(&self, mut jobs: Vec<Job>) {
+    async fn send<T: Batched>(&self, mut jobs: Vec<Job<T>>) {
         // A caller that gave up is not charged.
         jobs.retain(|job| !job.reply.is_closed());
         if jobs.len() <= 1 {
             if let Some(job) = jobs.pop() {
-                let reply = self.send_one(&job.check).await;
+                let reply = self.send_one(&job.item).await;
                 // The caller may have gone meanwhile; nothing to tell.
                 let _ = job.reply.send(reply);
             }
             return;
         }
-        let checks: Vec<&Check> = jobs.iter().map(|job| &job.check).collect();
-        let call = multi::call(&self.scripts, &checks, Now::Server, self.field_ttl);
+        let items: Vec<&T> = jobs.iter().map(|job| &job.item).collect();
+        let call = T::many(&items, &self.scripts, self.field_ttl);
         let replies = match self.backend.run::<Value>(&call).await {
             Ok(reply) => multi::decode(reply, jobs.len()),
             Err(error) => jobs.iter().map(|_| Err(Error::new(error.kind(), error.message()))).collect(),

@@ -18,6 +18,8 @@ use redis::io::tcp::TcpSettings;
 use slidegate::{Error, ErrorKind};
 
 use crate::auto_batch::AutoBatch;
+use crate::calls::holds::Hold;
+use crate::calls::single::Check;
 use crate::cluster::ClusterPool;
 use crate::connection::{Backend, Topology};
 use crate::errors::from_redis;
@@ -60,7 +62,9 @@ pub(crate) struct Connected {
     /// The servers have per-field hash TTL (`HPEXPIRE`).
     pub(crate) field_ttl: bool,
     /// Single checks go through here when auto-batching applies.
-    pub(crate) auto_batch: Option<AutoBatch>,
+    pub(crate) auto_batch: Option<AutoBatch<Check>>,
+    /// Lease and reservation ops, likewise.
+    pub(crate) holds: Option<AutoBatch<Hold>>,
 }
 
 /// A store's connection: made, or being made in the background.
@@ -192,10 +196,13 @@ impl Connector {
         backend.load_scripts(&self.scripts).await.map_err(failed("loading scripts on"))?;
         let field_ttl = backend.has_field_ttl().await.map_err(failed("asking for HPEXPIRE on"))?;
         let backend = Arc::new(backend);
-        let auto_batch = (self.auto_batch > 1 && !backend.is_cluster()).then(|| {
-            AutoBatch::start(Arc::clone(&backend), Arc::clone(&self.scripts), field_ttl, self.auto_batch)
-        });
-        Ok(Connected { backend, field_ttl, auto_batch })
+        let batched = self.auto_batch > 1 && !backend.is_cluster();
+        let (scripts, max) = (&self.scripts, self.auto_batch);
+        let auto_batch =
+            batched.then(|| AutoBatch::start(Arc::clone(&backend), Arc::clone(scripts), field_ttl, max));
+        let holds =
+            batched.then(|| AutoBatch::start(Arc::clone(&backend), Arc::clone(scripts), field_ttl, max));
+        Ok(Connected { backend, field_ttl, auto_batch, holds })
     }
 }
 

@@ -5,8 +5,9 @@
 use slidegate::store::{Dimensions, LeaseRequest, Request, ReservationRequest, Store};
 use slidegate::{Decision, Error, MultiDecision};
 
+use crate::calls::holds::{Hold, LeaseOp, ReservationOp};
 use crate::calls::single::Check;
-use crate::calls::{general, lease, reserve, single};
+use crate::calls::{Ints, general, lease, reserve, single};
 use crate::cross_slot;
 use crate::store::RedisStore;
 
@@ -31,7 +32,7 @@ impl Store for RedisStore {
         let check = Check::new(self.prefix(), request);
         let connected = self.connected()?;
         let reply = match &connected.auto_batch {
-            Some(batch) => batch.check(check).await?,
+            Some(batch) => batch.run(check).await?,
             None => {
                 connected.backend.run(&check.call(self.scripts(), self.now()?, connected.field_ttl)).await?
             }
@@ -113,18 +114,16 @@ impl Store for RedisStore {
     }
 
     async fn acquire(&self, lease: &LeaseRequest<'_>) -> Result<Decision, Error> {
-        let call = lease::call(self.scripts(), self.prefix(), lease, "acquire", self.now()?);
-        lease::decode_acquire(lease.limit().limit(), &self.send(&call).await?)
+        let reply = self.hold(Hold::lease(self.prefix(), lease, LeaseOp::Acquire)).await?;
+        lease::decode_acquire(lease.limit().limit(), &reply)
     }
 
     async fn release(&self, lease: &LeaseRequest<'_>) -> Result<bool, Error> {
-        let call = lease::call(self.scripts(), self.prefix(), lease, "release", self.now()?);
-        lease::decode_held(&self.send(&call).await?)
+        lease::decode_held(&self.hold(Hold::lease(self.prefix(), lease, LeaseOp::Release)).await?)
     }
 
     async fn renew(&self, lease: &LeaseRequest<'_>) -> Result<bool, Error> {
-        let call = lease::call(self.scripts(), self.prefix(), lease, "renew", self.now()?);
-        lease::decode_held(&self.send(&call).await?)
+        lease::decode_held(&self.hold(Hold::lease(self.prefix(), lease, LeaseOp::Renew)).await?)
     }
 
     async fn reserve(
@@ -133,10 +132,9 @@ impl Store for RedisStore {
         estimate: u32,
         ttl_ms: u64,
     ) -> Result<Decision, Error> {
-        let op = reserve::Op::Reserve { estimate, ttl_ms };
-        let call =
-            reserve::call(self.scripts(), self.prefix(), reservation, op, self.now()?, self.uses_field_ttl());
-        reserve::decode_reserve(reservation.rule().limit(), &self.send(&call).await?)
+        let op = ReservationOp::Reserve { estimate, ttl_ms };
+        let reply = self.hold(Hold::reservation(self.prefix(), reservation, op)).await?;
+        reserve::decode_reserve(reservation.rule(), &reply)
     }
 
     async fn settle(
@@ -144,10 +142,9 @@ impl Store for RedisStore {
         reservation: &ReservationRequest<'_>,
         actual: u32,
     ) -> Result<Option<Decision>, Error> {
-        let op = reserve::Op::Settle { actual };
-        let call =
-            reserve::call(self.scripts(), self.prefix(), reservation, op, self.now()?, self.uses_field_ttl());
-        reserve::decode_settle(reservation.rule(), &self.send(&call).await?)
+        let op = ReservationOp::Settle { actual };
+        let reply = self.hold(Hold::reservation(self.prefix(), reservation, op)).await?;
+        reserve::decode_settle(reservation.rule(), &reply)
     }
 
     async fn check_batch(&self, requests: &[Request<'_>]) -> Vec<Result<Decision, Error>> {
@@ -158,5 +155,17 @@ impl Store for RedisStore {
     /// and releases them when one denies (see [`check_all`](Self::check_all)).
     fn releases_charges(&self) -> bool {
         self.is_cluster()
+    }
+}
+
+impl RedisStore {
+    /// A lease or reservation op, auto-batched when that applies (one
+    /// server on its own clock), else as its own script's call.
+    async fn hold(&self, hold: Hold) -> Result<Ints, Error> {
+        let connected = self.connected()?;
+        match &connected.holds {
+            Some(batch) => batch.run(hold).await,
+            None => connected.backend.run(&hold.call(self.scripts(), self.now()?, connected.field_ttl)).await,
+        }
     }
 }

@@ -100,6 +100,7 @@ mod tests {
             scripts::MULTI,
             scripts::RELEASE,
             scripts::LEASE,
+            scripts::HOLDS,
         ];
         for script in all.into_iter().chain(scripts::RESERVE) {
             assert!(script.starts_with(clock), "a script that does not start with lib/clock.lua");

@@ -151,35 +151,57 @@ pub const RELEASE: &str = concat!(all_algorithms!(), lua!("entry/release.lua"));
 /// Full source of the script forgetting a key's state (`entry/reset.lua`).
 pub const RESET: &str = lua!("entry/reset.lua");
 
-/// A reservations' script (`entry/reserve.lua`) for one algorithm: the
-/// clock, the shared code and the algorithm's file, its table bound to `A`.
+/// A reservations' script (`entry/reserve.lua`) for one algorithm: a
+/// single script's head (the clock and the fast path, if any), then the
+/// shared code and the algorithm's file in `shared()`, defined only when
+/// a call leaves the fast path.
 macro_rules! reserve_script {
-    ($file:literal, $table:literal) => {
-        concat!(
-            lua!("lib/clock.lua"),
-            "\n",
-            lua!("lib/shared.lua"),
-            "\n",
-            lua!("algorithms/", $file),
-            "\nlocal A = ",
-            $table,
-            "\n",
-            lua!("entry/reserve.lua")
-        )
+    ($head:expr, $file:literal, $table:literal) => {
+        concat!($head, shared_fn!($table, $file), lua!("lib/reserve.lua"), "\n", lua!("entry/reserve.lua"))
     };
 }
 
 /// Full source of the reservations' scripts, by algorithm: sliding log,
 /// sliding counter, fixed window, GCRA.
 pub const RESERVE: [&str; 4] = [
-    reserve_script!("sliding_log.lua", "LOG"),
-    reserve_script!("sliding_counter.lua", "COUNTER"),
-    reserve_script!("fixed_window.lua", "FIXED"),
-    reserve_script!("gcra.lua", "GCRA"),
+    reserve_script!(single_head!(fast = "log.lua", "log_fast", raises = "false"), "sliding_log.lua", "LOG"),
+    reserve_script!(
+        single_head!(fast = "counter.lua", "counter_fast", raises = "true"),
+        "sliding_counter.lua",
+        "COUNTER"
+    ),
+    reserve_script!(single_head!(), "fixed_window.lua", "FIXED"),
+    reserve_script!(single_head!(), "gcra.lua", "GCRA"),
 ];
 
 /// Full source of the concurrency leases' script (`entry/lease.lua`).
-pub const LEASE: &str = concat!(lua!("lib/clock.lua"), "\n", lua!("entry/lease.lua"));
+pub const LEASE: &str =
+    concat!(lua!("lib/clock.lua"), "\n", lua!("lib/lease.lua"), "\n", lua!("entry/lease.lua"));
+
+/// Full source of the script doing many lease and reservation ops in one
+/// call (`entry/holds.lua`; auto-batching): the clock, both fast paths,
+/// the leases' code, every algorithm in `shared()` and the reservations'
+/// code.
+pub const HOLDS: &str = concat!(
+    lua!("lib/clock.lua"),
+    "\n",
+    lua!("fast/log.lua"),
+    "\n",
+    lua!("fast/counter.lua"),
+    "\n",
+    lua!("lib/lease.lua"),
+    "\n",
+    shared_fn!(
+        "{ LOG, COUNTER, FIXED, GCRA }",
+        "sliding_log.lua",
+        "sliding_counter.lua",
+        "fixed_window.lua",
+        "gcra.lua"
+    ),
+    lua!("lib/reserve.lua"),
+    "\n",
+    lua!("entry/holds.lua")
+);
 
 /// The scripts, with their SHA1 computed once.
 #[derive(Debug)]
@@ -194,6 +216,7 @@ pub(crate) struct Scripts {
     reset: Script,
     lease: Script,
     reserve: [Script; 4],
+    holds: Script,
 }
 
 impl Scripts {
@@ -209,6 +232,7 @@ impl Scripts {
             reset: Script::new(RESET),
             lease: Script::new(LEASE),
             reserve: RESERVE.map(Script::new),
+            holds: Script::new(HOLDS),
         }
     }
 
@@ -242,8 +266,13 @@ impl Scripts {
         &self.reserve[usize::from(crate::calls::algorithm_code(algorithm)) - 1]
     }
 
+    /// The script doing many lease and reservation ops at once.
+    pub(crate) fn holds(&self) -> &Script {
+        &self.holds
+    }
+
     /// Every script, for loading at connect time.
-    pub(crate) fn all(&self) -> [&Script; 13] {
+    pub(crate) fn all(&self) -> [&Script; 14] {
         [
             &self.log,
             &self.counter,
@@ -258,6 +287,7 @@ impl Scripts {
             &self.reserve[1],
             &self.reserve[2],
             &self.reserve[3],
+            &self.holds,
         ]
     }
 

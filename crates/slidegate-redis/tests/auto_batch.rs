@@ -177,3 +177,92 @@ async fn auto_batch_off_sends_every_check_alone() {
     assert_eq!(evalsha_calls(&server).await, 64);
     support::assert_every_key_has_ttl(&server).await;
 }
+
+/// Lease and reservation ops batched as checks are: many tasks taking
+/// leases of one limit and reserving under every algorithm at once hold
+/// exactly what fits, settle exactly, and share script calls; an op on a
+/// key of another type fails on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_leases_and_reservations_hold_exactly() {
+    use slidegate::store::{LeaseRequest, ReservationRequest};
+    use slidegate::{ConcurrencyLimit, LeaseId};
+
+    let server = support::server();
+    let store = support::server_clock_store(&server, "holds").await;
+    let streams = ConcurrencyLimit::new("streams", 10, Duration::from_secs(600)).expect("limit");
+    let rules: Vec<Rule> = algorithms(10)
+        .into_iter()
+        // 300 days: no fixed window ends and nothing drains meanwhile.
+        .map(|a| rule(50, 25_920_000_000, a).named(&format!("tokens-{}", a.short_name())).expect("name"))
+        .collect();
+    assert_eq!(server.command("CONFIG RESETSTAT").expect("resetstat"), "+OK");
+    let tasks = (0..64).map(|_| {
+        let (store, streams, rules) = (store.clone(), streams.clone(), rules.clone());
+        tokio::spawn(async move {
+            let id = LeaseId::random().expect("id");
+            let lease = LeaseRequest::new(&streams, "tenant", &id).expect("lease");
+            let held = store.acquire(&lease).await.expect("acquire").allowed;
+            let mut reserved = Vec::new();
+            for rule in &rules {
+                let reservation = ReservationRequest::new(rule, "tenant", &id).expect("reservation");
+                reserved.push(store.reserve(&reservation, 3, 600_000).await.expect("reserve").allowed);
+            }
+            (id, held, reserved)
+        })
+    });
+    let outcomes: Vec<_> = join_all(tasks).await.into_iter().map(|r| r.expect("task")).collect();
+    let ops = 64 * (1 + rules.len()) as u64;
+    assert!(evalsha_calls(&server).await < ops, "nothing was batched");
+    assert_eq!(outcomes.iter().filter(|(_, held, _)| *held).count(), 10, "ten leases at most");
+    for (r, rule) in rules.iter().enumerate() {
+        let admitted = outcomes.iter().filter(|(_, _, reserved)| reserved[r]).count();
+        assert_eq!(admitted, 16, "{rule}: 16 reservations of 3 fit in 50");
+    }
+    // Every one settled at once: leases given back, reservations
+    // committed at 1 (2 of each 3 given back; GCRA keeps what others
+    // charged since).
+    let settles = outcomes.iter().map(|(id, held, reserved)| {
+        let (store, streams, rules, id, held, reserved) =
+            (store.clone(), streams.clone(), rules.clone(), id.clone(), *held, reserved.clone());
+        tokio::spawn(async move {
+            let lease = LeaseRequest::new(&streams, "tenant", &id).expect("lease");
+            assert_eq!(store.release(&lease).await.expect("release"), held);
+            for (rule, was) in rules.iter().zip(reserved) {
+                let reservation = ReservationRequest::new(rule, "tenant", &id).expect("reservation");
+                assert_eq!(store.settle(&reservation, 1).await.expect("settle").is_some(), was, "{rule}");
+            }
+        })
+    });
+    for settled in join_all(settles).await {
+        settled.expect("settled");
+    }
+    for rule in &rules {
+        let used = rule.limit()
+            - store.check(&Request::new(rule, "tenant", 1).expect("request")).await.expect("check").remaining;
+        if rule.algorithm() == Algorithm::Gcra {
+            assert!((17..=49).contains(&used), "{rule}: {used}");
+        } else {
+            assert_eq!(used, 16 + 1, "{rule}: 16 commits of 1, and this check");
+        }
+    }
+    // A lease op on a key of another type fails alone, among many.
+    server.command("SET hf:lease:streams:{x} text").expect("set");
+    let foreign_store = RedisStore::builder(server.url()).prefix("hf:").connect().await.expect("connect");
+    let ops = (0..32).map(|i| {
+        let (store, streams) = (foreign_store.clone(), streams.clone());
+        tokio::spawn(async move {
+            let id = LeaseId::random().expect("id");
+            let key = if i == 7 { "x".to_owned() } else { format!("y{i}") };
+            store.acquire(&LeaseRequest::new(&streams, &key, &id).expect("lease")).await
+        })
+    });
+    for (i, answer) in join_all(ops).await.into_iter().enumerate() {
+        let answer = answer.expect("task");
+        if i == 7 {
+            let error = answer.expect_err("a string is no set of leases");
+            assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+        } else {
+            assert!(answer.expect("the other ops").allowed);
+        }
+    }
+}

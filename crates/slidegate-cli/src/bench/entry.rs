@@ -37,7 +37,7 @@ pub(super) fn app<S: Store>(limiter: &Limiter<S>, plan: &BenchPlan) -> anyhow::R
     let layer = RateLimitLayer::new(limiter.clone()).degraded_header(true);
     let user = Header::new(USER);
     let layer = match plan.entry {
-        Entry::Check | Entry::Charge | Entry::Acquire => return Ok(None),
+        Entry::Check | Entry::Charge | Entry::Acquire | Entry::Reserve => return Ok(None),
         Entry::Layer => layer.try_rule_or(plan.rule.clone(), user, Default::default())?,
         Entry::LayerThreeRules => {
             // Counters with room to spare: they cost Redis a few buckets,

@@ -125,6 +125,7 @@ impl<S: Store> Worker<S> {
                 None => match self.plan.entry {
                     Entry::Charge => self.limiter.charge(&self.plan.rule, &key, self.plan.cost).await,
                     Entry::Acquire => self.lease(&key).await,
+                    Entry::Reserve => self.reservation(&key).await,
                     _ => self.limiter.check_n(&self.plan.rule, &key, self.plan.cost).await,
                 }
                 .map_or_else(
@@ -179,6 +180,16 @@ impl<S: Store> Worker<S> {
         let lease = self.limiter.acquire(&limit, key).await?;
         let decision = *lease.decision();
         lease.release().await?;
+        Ok(decision)
+    }
+
+    /// The cost reserved for a minute and committed at the same cost:
+    /// [`Entry::Reserve`]'s decision.
+    async fn reservation(&self, key: &str) -> Result<slidegate::Decision, slidegate::Error> {
+        let (rule, cost) = (&self.plan.rule, self.plan.cost);
+        let reserved = self.limiter.reserve(rule, key, cost, std::time::Duration::from_secs(60)).await?;
+        let decision = *reserved.decision();
+        reserved.commit(cost).await?;
         Ok(decision)
     }
 

@@ -209,6 +209,9 @@ pub enum Entry {
     /// concurrency lease (the rule's limit at once, its window the lease's
     /// ttl) taken and given back.
     Acquire,
+    /// `Limiter::reserve` of the cost then `Reservation::commit` at the
+    /// same cost: each decision a reservation held and settled.
+    Reserve,
 }
 
 /// When `bench` stops: exactly one of the two.

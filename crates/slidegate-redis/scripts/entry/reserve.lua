@@ -1,5 +1,4 @@
--- Reservations: an estimate charged as a check charges it, held until it
--- is settled (committed at the real cost, or cancelled) or its ttl passes.
+-- Reservations (lib/reserve.lua): one reservation made or settled.
 --
 -- KEYS     [1] the state key  [2] the reservation's key (the state key,
 --          ":r:" and the reservation's id): a string
@@ -19,46 +18,17 @@
 --          retry_after_ms, reset_after_ms, debt } (the state after, as
 --          `charged` in lib/shared.lua reports it)
 --
--- A reservation is admitted only if its whole estimate fits, whatever the
--- rule (also a budget), and then charged by A.charge at `now`; its receipt
--- is what A.release needs. Settling gives back what the estimate charged
--- beyond the real cost (A.release, exact where the algorithm can be) and
--- records what the real cost asks beyond the estimate whatever remains
--- (A.record, through `charged`). A reservation whose ttl passes is simply
--- forgotten: its estimate stays charged (committed at its estimate).
---
 -- Assembled by src/scripts.rs, one script per algorithm, after
--- lib/clock.lua (`now`), lib/shared.lua and the algorithm's file, its
--- table bound to A.
+-- lib/clock.lua (`now`, `server_clock`), the algorithm's fast function
+-- (FAST, FAST_RAISES as in entry/single.lua; nil for fixed windows and
+-- GCRA), shared() — which defines the shared code and the algorithm's file
+-- only when a call needs them, and answers the algorithm's table, decide
+-- and charged — and lib/reserve.lua (`reserve_op`); entry/holds.lua runs
+-- many such calls at once.
 
-local key, held = KEYS[1], KEYS[2]
-local r = {
-  limit = tonumber(ARGV[4]),
-  window = tonumber(ARGV[5]),
-  buckets = tonumber(ARGV[6]),
-  field_ttl = ARGV[7] == '1',
-}
-local cost = tonumber(ARGV[8])
-
-if ARGV[1] == 'reserve' then
-  local v = A.eval(key, r, cost, now)
-  if not v.fits then return { 0, v.remaining, v.retry, v.reset } end
-  local remaining, reset, receipt = A.charge(key, r, cost, now, v)
-  local ttl = tonumber(ARGV[9])
-  redis.call('SET', held, string.format('%d:%d:%d:%d', now, cost, receipt or 0, now + ttl), 'PX', ttl + SLACK_MS)
-  return { 1, remaining, 0, reset }
+local r = { limit = tonumber(ARGV[4]), window = tonumber(ARGV[5]), buckets = tonumber(ARGV[6]), field_ttl = ARGV[7] == '1' }
+local function load()
+  local A, _, charged = shared()
+  return A, charged
 end
-
-local stored = redis.call('GET', held)
-if not stored then return { 0 } end
-local at, estimate, receipt, expiry = string.match(stored, '^(%d+):(%d+):(%d+):(%d+)$')
-at, estimate, receipt, expiry = tonumber(at), tonumber(estimate), tonumber(receipt), tonumber(expiry)
-if not (at and estimate and receipt and expiry) then not_ours(held, 'a reservation') end
-redis.call('DEL', held)
-if expiry <= now then return { 0 } end
-if cost < estimate then A.release(key, r, estimate - cost, at, receipt) end
--- Only a cost beyond the estimate is recorded as a charge (a sliding log's
--- charges take its list layout).
-r.charge = cost > estimate
-local allowed, remaining, retry, reset, debt = charged(A, key, r, nonneg(cost - estimate), now, A.eval(key, r, 1, now))
-return { 1, allowed, remaining, retry, reset, debt }
+return reserve_op(KEYS[1], KEYS[2], ARGV[1] == 'reserve', r, tonumber(ARGV[8]), tonumber(ARGV[9]), FAST, FAST_RAISES, load)

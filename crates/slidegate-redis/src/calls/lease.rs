@@ -1,11 +1,10 @@
-//! Concurrency leases: `scripts/entry/lease.lua` on an identity's leases.
+//! Concurrency leases (`scripts/lib/lease.lua`): an identity's leases'
+//! key, and the replies (the calls are [`super::holds`]).
 
 use slidegate::store::LeaseRequest;
 use slidegate::{Decision, Error};
 
-use super::{Call, count, ms, unexpected};
-use crate::now::Now;
-use crate::scripts::Scripts;
+use super::{count, ms, unexpected};
 
 /// The key of `lease`'s identity's leases: `<prefix>lease:<name>:{<identity>}`
 /// — the identity's hash tag, as its other keys.
@@ -19,26 +18,6 @@ pub(crate) fn key(prefix: &str, lease: &LeaseRequest<'_>) -> String {
     out.push_str(identity);
     out.push('}');
     out
-}
-
-/// The call doing `op` (`acquire`, `release`, `renew`) on `lease`.
-pub(crate) fn call<'s>(
-    scripts: &'s Scripts,
-    prefix: &str,
-    lease: &LeaseRequest<'_>,
-    op: &str,
-    now: Now,
-) -> Call<'s> {
-    let key = key(prefix, lease);
-    let mut call = Call::new(scripts.lease(), &[&key]);
-    call.cmd
-        .arg(op)
-        .arg(now.time_arg())
-        .arg(now.slack_arg())
-        .arg(lease.id().as_str())
-        .arg(lease.limit().limit())
-        .arg(lease.limit().ttl_ms());
-    call
 }
 
 /// An acquisition's reply: `{allowed, remaining, retry_ms, reset_ms}`.

@@ -6,9 +6,11 @@
 //! * [`general`] — penalties and multi-dimension requests;
 //! * [`release`] — taking back a cross-slot reservation;
 //! * [`lease`] — concurrency leases;
-//! * [`reserve`] — reservations.
+//! * [`reserve`] — reservations;
+//! * [`holds`] — lease and reservation ops, alone or many at once.
 
 pub(crate) mod general;
+pub(crate) mod holds;
 pub(crate) mod lease;
 pub(crate) mod multi;
 pub(crate) mod release;
