@@ -167,6 +167,15 @@ async fn in_flight(store: ServiceStore, redis: Option<&slidegate_testkit::RedisS
         upstream.addr()
     );
     let edges = Edges::start(store, RULES, &yaml, |_| {}).await;
+    let (_, _, listed) = support::http("GET", &edges.url("/v1/gateway"), String::new(), &[]).await;
+    let listed: serde_json::Value = serde_json::from_str(&listed).expect("JSON");
+    let in_flight = &listed["routes"][0]["max_in_flight"][0];
+    assert_eq!(
+        (in_flight["limit"].as_str(), in_flight["max_in_flight"].as_u64()),
+        (Some("events.streams"), Some(2)),
+        "{listed}"
+    );
+    assert_eq!(in_flight["lease_ttl_ms"], 60_000);
     let open = async |tenant: &str| {
         let url = edges.gateway_url("/usage/0?frames=40&every=50");
         let request = http::Request::get(url.as_str()).header("x-tenant", tenant);

@@ -235,3 +235,36 @@ async fn the_page_and_its_assets_carry_a_strict_policy() {
     }
     service.stop().await;
 }
+
+/// A budget's use and debt and a `max_in_flight` limit's leases running
+/// are shown for the identities seen last, in `/v1/stats` and on the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_budgets_in_debt_and_leases_running() {
+    let rules = "domain: llm\ndescriptors:\n  - key: tenant\n    rate_limit: { name: tokens, unit: minute, requests_per_unit: 1000, budget: true }\n  - key: exports\n    rate_limit: { name: exports, max_in_flight: 3 }\n";
+    let service = start(rules).await;
+    let charge = serde_json::json!({"domain": "llm", "descriptors": [{"entries": [{"key": "tenant", "value": "acme"}], "hits_addend": 1400}]});
+    post_json(&service.url("/v1/charge"), &charge.to_string()).await;
+    let acquire = check("llm", "exports", "alice");
+    for _ in 0..2 {
+        assert_eq!(post_json(&service.url("/v1/acquire"), &acquire).await.0, 200);
+    }
+    let (_, _, text) = support::http("GET", &service.url("/v1/stats"), String::new(), &[]).await;
+    let stats: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let usage = |name: &str| {
+        let limits = stats["limits"].as_array().expect("limits");
+        let limit = limits.iter().find(|l| l["limit"]["name"] == name).expect("the limit");
+        limit["usage"][0].clone()
+    };
+    assert_eq!((usage("tokens")["used"].as_u64(), usage("tokens")["debt"].as_u64()), (Some(1400), Some(400)));
+    assert_eq!(usage("tokens")["identity"], "llm: tenant=acme");
+    assert_eq!(usage("exports")["used"].as_u64(), Some(2), "two running");
+
+    let dom = dom_of(&service).await;
+    let in_use: Vec<&str> =
+        dom.split("class=\"in-use\"").skip(1).map(|cell| cell.split("</td>").next().unwrap_or("")).collect();
+    // When, as the page's clock (virtual time, run ahead) says.
+    let shown = |prefix: &str| in_use.iter().any(|cell| cell.contains(prefix) && cell.ends_with(" s ago"));
+    assert!(shown(">llm: tenant=acme 1400 of 1000 (debt 400), "), "{in_use:?}");
+    assert!(shown(">llm: exports=alice 2 of 3, "), "{in_use:?}");
+    service.stop().await;
+}

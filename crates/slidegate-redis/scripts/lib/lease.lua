@@ -8,23 +8,14 @@
 -- Taking a lease drops the expired ones first (a killed process's
 -- leases come back once their ttl has passed), and taking one already held
 -- renews it (one lease, not two). Releasing or renewing touches only the
--- lease named; one whose ttl has passed is dropped and not held. The key's
--- TTL always outlives its newest lease by the slack (every lease's expiry
--- is at most now + ttl); a set left empty goes (Redis drops it). A key of
--- another type fails every op with Redis' own WRONGTYPE error.
+-- lease named; one whose ttl has passed is dropped and not held. Taking or
+-- renewing a lease sets the key's TTL to the ttl plus the slack: every
+-- lease's expiry is at most now + ttl (the slack covers the clients'
+-- clock skew, as for the algorithms' keys), so the key outlives its
+-- newest lease; a set left empty goes (Redis drops it). A key of another
+-- type fails every op with Redis' own WRONGTYPE error.
 --
 -- After lib/clock.lua (`now`, SLACK_MS).
-
--- The key's TTL raised to outlive a lease of `ttl` taken or renewed now;
--- answers how long until the newest lease's ttl passes.
-local function lease_outlive(key, ttl)
-  local left = redis.call('PTTL', key)
-  if left < ttl + SLACK_MS then
-    redis.call('PEXPIRE', key, ttl + SLACK_MS)
-    return ttl
-  end
-  return left - SLACK_MS
-end
 
 local function lease_op(key, op, id, limit, ttl)
   if op ~= 'acquire' then
@@ -35,7 +26,7 @@ local function lease_op(key, op, id, limit, ttl)
       return { op == 'release' and tonumber(expiry) > now and 1 or 0 }
     end
     redis.call('ZADD', key, now + ttl, id)
-    lease_outlive(key, ttl)
+    redis.call('PEXPIRE', key, ttl + SLACK_MS)
     return { 1 }
   end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
@@ -46,5 +37,6 @@ local function lease_op(key, op, id, limit, ttl)
     return { 0, 0, tonumber(oldest[2]) - now, tonumber(newest[2]) - now }
   end
   count = count + redis.call('ZADD', key, now + ttl, id)
-  return { 1, limit - count, 0, lease_outlive(key, ttl) }
+  redis.call('PEXPIRE', key, ttl + SLACK_MS)
+  return { 1, limit - count, 0, ttl }
 end

@@ -85,6 +85,7 @@ pub(super) async fn stats(State(app): State<AppState>) -> Response {
                 "limit": view,
                 "admitted": admitted,
                 "limited": limited,
+                "usage": limit.usage.snapshot(),
             })
         })
         .collect();

@@ -7,7 +7,7 @@ use serde::Serialize;
 use slidegate::{ConcurrencyLimit, Rule};
 
 use super::unit::Unit;
-use crate::decide::stats::{LimitCounters, Rates};
+use crate::decide::stats::{LimitCounters, Rates, Usage};
 
 /// How a limit decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +52,9 @@ pub struct Limit {
     pub(crate) rates: RatesCell,
     /// Its per-limit counters (`slidegate_rate_limit_*`).
     pub(crate) counters: LimitCounters,
+    /// A budget's or `max_in_flight` limit's use by the identities seen
+    /// last (the status page's).
+    pub(crate) usage: Usage,
 }
 
 /// A limit's [`Rates`], held in the limit itself, and taken over by a

@@ -218,6 +218,7 @@ impl Config {
                 && same.counts_like(limit)
             {
                 limit.rates.adopt(&same.rates);
+                limit.usage.adopt(&same.usage);
             }
         });
     }

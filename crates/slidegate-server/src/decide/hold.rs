@@ -13,7 +13,7 @@ use slidegate::{ConcurrencyLimit, Decision, LeaseId, Rule};
 
 use super::item::identity;
 use super::request::{CheckError, CheckRequest};
-use super::{Decider, check_error};
+use super::{Decider, budget_used, check_error};
 use crate::config::Limit;
 
 /// What a reservation or a lease is held under: the limit and whose.
@@ -108,6 +108,10 @@ impl Decider {
         let reserved = self.limiter().reserve(rule, &held.identity, estimate, ttl).await;
         let reserved = reserved.map_err(|e| check_error(&e))?;
         let decision = *reserved.decision();
+        held.limit.rates.record(super::stats::now_s(), decision.allowed);
+        if rule.is_budget() {
+            held.limit.usage.record(&shown(request), budget_used(&decision), &decision);
+        }
         let id = reserved.is_held().then(|| reserved.detach());
         Ok(Taken { held, id, decision })
     }
@@ -128,6 +132,9 @@ impl Decider {
         let rule = rule_of(&held)?;
         let settled = self.limiter().commit(rule, &held.identity, id, actual).await;
         let settled = settled.map_err(|e| check_error(&e))?;
+        if let Some(decision) = settled.filter(|_| rule.is_budget()) {
+            held.limit.usage.record(&shown(request), budget_used(&decision), &decision);
+        }
         Ok((held, settled))
     }
 
@@ -141,6 +148,12 @@ impl Decider {
         let limit = in_flight_of(&held)?;
         let lease = self.limiter().acquire(limit, &held.identity).await.map_err(|e| check_error(&e))?;
         let decision = *lease.decision();
+        held.limit.rates.record(super::stats::now_s(), decision.allowed);
+        // Running: the limit less what is left, this one included; a
+        // refusal: all of them.
+        let running =
+            if decision.allowed { decision.limit.saturating_sub(decision.remaining) } else { decision.limit };
+        held.limit.usage.record(&shown(request), u64::from(running), &decision);
         let id = lease.is_held().then(|| lease.detach());
         Ok(Taken { held, id, decision })
     }
@@ -164,8 +177,18 @@ impl Decider {
         } else {
             self.limiter().release(limit, &held.identity, id).await
         };
-        done.map_err(|e| check_error(&e))
+        let done = done.map_err(|e| check_error(&e))?;
+        if done && !renew {
+            held.limit.usage.released(&shown(request));
+        }
+        Ok(done)
     }
+}
+
+/// The request's one descriptor as the status page shows identities.
+fn shown(request: &CheckRequest) -> String {
+    let entries = request.descriptors.first().map_or(&[][..], |d| d.entries.as_slice());
+    super::stats::shown(&request.domain, entries)
 }
 
 fn rule_of(held: &Held) -> Result<&Rule, CheckError> {

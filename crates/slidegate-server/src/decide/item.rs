@@ -222,6 +222,7 @@ pub(super) fn override_limit(
         source: OVERRIDE_SOURCE.into(),
         rates: Default::default(),
         counters: Default::default(),
+        usage: Default::default(),
     })
 }
 

@@ -67,6 +67,12 @@ fn too_many(limits: usize) -> Result<(), CheckError> {
     )))
 }
 
+/// What a budget's decision says is counted in its window, its debt
+/// included.
+pub(crate) fn budget_used(decision: &slidegate::Decision) -> u64 {
+    u64::from(decision.limit.saturating_sub(decision.remaining)) + u64::from(decision.debt)
+}
+
 /// What the service answers when the store fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnStoreFailure {
@@ -183,6 +189,14 @@ impl Decider {
             })
         });
         self.stats.decided(domain, &who, limits);
+        for item in items.iter().filter(|item| item.rule().is_some_and(slidegate::Rule::is_budget)) {
+            if let (Some(decision), Some(descriptor)) =
+                (item.outcome, request.descriptors.get(item.descriptor))
+            {
+                let shown = stats::shown(domain, &descriptor.entries);
+                item.limit.usage.record(&shown, budget_used(&decision), &decision);
+            }
+        }
     }
 
     /// The limits `request`'s descriptors meet in `domain`, one item each;

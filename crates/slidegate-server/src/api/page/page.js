@@ -100,8 +100,21 @@ function renderLimits(limits, gatewayOnly) {
     cell(row, String(lastSecond(entry.admitted)), "admitted-now");
     cell(row, String(lastSecond(entry.limited)), "limited-now");
     cell(row, "").appendChild(sparkline(entry.admitted, entry.limited));
+    const usage = entry.usage || [];
+    cell(row, describeUsage(usage), "in-use").dataset.sort = usage.reduce((most, u) => Math.max(most, u.used), 0);
     body.appendChild(row);
   }
+}
+
+// A budget's or max_in_flight limit's use by the identities seen last:
+// "api: tenant=acme 1400 of 1000 (debt 400), 3 s ago", the first three.
+function describeUsage(usage) {
+  const now = Date.now();
+  const shown = usage.slice(0, 3).map(u =>
+    u.identity + " " + u.used + " of " + u.limit + (u.debt ? " (debt " + u.debt + ")" : "") +
+    ", " + ago(u.at_unix_ms, now));
+  if (usage.length > 3) shown.push("+" + (usage.length - 3) + " more");
+  return shown.join("; ");
 }
 
 function describeLimit(limit) {
@@ -125,7 +138,9 @@ function renderGateway(gateway) {
     cell(row, route.path_prefix);
     cell(row, route.methods.length ? route.methods.join(", ") : "any");
     cell(row, route.upstreams.join(", "));
-    cell(row, route.limits.length ? route.limits.map(describeLimit).join("; ") : "none");
+    const inFlight = (route.max_in_flight || []).map(l => l.limit + " (" + l.key + "): at most " + l.max_in_flight + " at once");
+    const limits = route.limits.map(describeLimit).concat(inFlight);
+    cell(row, limits.length ? limits.join("; ") : "none");
     cell(row, String(lastSecond(route.admitted)), "admitted-now");
     cell(row, String(lastSecond(route.limited)), "limited-now");
     cell(row, "").appendChild(sparkline(route.admitted, route.limited));

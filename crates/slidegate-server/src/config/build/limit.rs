@@ -62,6 +62,7 @@ impl Builder<'_> {
             source: source.clone(),
             rates: Default::default(),
             counters: Default::default(),
+            usage: Default::default(),
         };
 
         if let Some(max) = yaml.max_in_flight.take() {

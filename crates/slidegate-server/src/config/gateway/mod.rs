@@ -327,6 +327,12 @@ impl GatewayConfig {
                         "key": l.key.name(),
                         "limit": l.limit.view(),
                     })).collect::<Vec<_>>(),
+                    "max_in_flight": route.in_flight.iter().map(|l| serde_json::json!({
+                        "limit": l.limit.name(),
+                        "key": l.key.name(),
+                        "max_in_flight": l.limit.limit(),
+                        "lease_ttl_ms": l.limit.ttl_ms(),
+                    })).collect::<Vec<_>>(),
                     "source": route.source,
                 })
             })

@@ -11,6 +11,7 @@ mod latency;
 mod misses;
 mod rates;
 mod top;
+mod usage;
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +28,7 @@ pub(crate) use misses::Misses;
 pub(crate) use rates::{Rates, SECONDS};
 use top::{Denial, Descriptor, Entry};
 pub(crate) use top::{Heavy, TopLimited};
+pub(crate) use usage::Usage;
 
 /// How many identities the top-limited sketch counts.
 pub(crate) const TOP_K: usize = 100;
@@ -85,7 +87,7 @@ pub(crate) fn now_ms() -> u64 {
 
 /// A descriptor as the most limited identities show it:
 /// `domain: key=value, key=value`.
-fn shown(domain: &str, entries: &[(String, String)]) -> String {
+pub(crate) fn shown(domain: &str, entries: &[(String, String)]) -> String {
     let mut shown = domain.to_owned();
     for (i, (key, value)) in entries.iter().enumerate() {
         shown.push_str(if i == 0 { ": " } else { ", " });
