@@ -54,7 +54,7 @@ ROUNDS = (1, 2, 3)
 ceilings = [read(f"ceiling-{n}.txt") for n in ROUNDS]
 ceiling_rates = [float(re.search(r"([\d.]+) requests per second", t).group(1)) for t in ceilings]
 ceiling_usecs = [float(re.search(r"usec_per_call=([\d.]+)", t).group(1)) for t in ceilings]
-CPU_RUNS = ("naive", "log", "counter", "lognb", "layer", "layer3", "charge")
+CPU_RUNS = ("naive", "log", "counter", "lognb", "layer", "layer3", "charge", "reserve", "acquire")
 cpu = {k: [load(f"cpu-{k}-{n}") for n in ROUNDS] for k in CPU_RUNS}
 
 
@@ -144,6 +144,14 @@ LIBRARY_TARGETS = {
     11: ("budgets: Redis CPU per `Limiter::charge` ≤ 1.3× a check's", {},
          "a charge that leaves something takes the check's fast path; one past the limit runs the algorithm's "
          "whole code (and the sliding log's list layout)."),
+    12: ("reservations: Redis CPU per reserve + commit ≤ 1.3× a check's", {},
+         "two script calls against a check's one share of a batched call: making one takes the check's fast "
+         "path and writes the reservation's own key; settling reads and deletes it, gives back, and reports the "
+         "state after from the algorithm's whole code. Levers left: a commit at the estimate that reports nothing, "
+         "and settling a reservation inside the next check's call."),
+    13: ("concurrency: Redis CPU per acquire + release ≤ 2× a check's", {},
+         "six commands on a sorted set (prune, count, add, expire; score, remove) against a check's two; a "
+         "packed string of leases (read and written whole, as the packed log) would be four."),
 }
 SERVICE_TARGETS = {
     1: ("RLS on Redis against limitador-server on the same Redis: ≥ 2× its throughput, p99 ≤ 0.5× its",
@@ -261,6 +269,14 @@ target(11, "budgets: Redis CPU per `Limiter::charge` (cost 1, the same keys and 
        "(medians of 3 interleaved rounds; auto-batched)",
        f"{median(usec_of['charge']):.2f} µs ({rounds(usec_of['charge'], us)})",
        f"check {median(usec_of['log']):.2f} µs", median(usec_of["charge"]) / median(usec_of["log"]), "<=", 1.3)
+target(12, "reservations: Redis CPU per `Limiter::reserve` + `Reservation::commit` at the same cost (one "
+       "decision: two script calls, auto-batched) vs `Limiter::check` (medians of 3 interleaved rounds)",
+       f"{median(usec_of['reserve']):.2f} µs ({rounds(usec_of['reserve'], us)})",
+       f"check {median(usec_of['log']):.2f} µs", median(usec_of["reserve"]) / median(usec_of["log"]), "<=", 1.3)
+target(13, "concurrency: Redis CPU per `Limiter::acquire` + `Lease::release` (one decision: two script calls, "
+       "auto-batched) vs `Limiter::check` (medians of 3 interleaved rounds)",
+       f"{median(usec_of['acquire']):.2f} µs ({rounds(usec_of['acquire'], us)})",
+       f"check {median(usec_of['log']):.2f} µs", median(usec_of["acquire"]) / median(usec_of["log"]), "<=", 2.0)
 rows.append((10, "three rules in one layer (global + per-address + per-user; one script call each): "
              "Redis CPU per request, and decisions/s (medians)",
              f"{median(usec_of['layer3']):.2f} µs; {median(rate_of['layer3']):,.0f}/s",
