@@ -178,3 +178,26 @@ async fn leases_across_processes_on_a_cluster() {
     never_more_than_the_limit(&cluster.url()).await;
     a_killed_process_s_leases_come_back(&cluster.url()).await;
 }
+
+/// A lease taken under a shorter ttl (the limit's ttl changed, say on a
+/// reload) never shortens the key's life below a longer lease's: those
+/// still count until their own expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_ttl_never_drops_longer_leases() {
+    let server = support::server();
+    let store = RedisStore::builder(server.url()).prefix("ttl:").connect().await.expect("connect");
+    let limiter = Limiter::builder(store).failure_policy(FailurePolicy::Fail).build();
+    let long = ConcurrencyLimit::new("jobs", 2, Duration::from_secs(60)).expect("limit");
+    let short = ConcurrencyLimit::new("jobs", 2, Duration::from_millis(200)).expect("limit");
+    let held = limiter.acquire(&long, "tenant").await.expect("acquire");
+    assert!(held.is_held());
+    let brief = limiter.acquire(&short, "tenant").await.expect("acquire");
+    assert!(brief.is_held());
+    let ttl = server.command("PTTL ttl:lease:jobs:{tenant}").expect("PTTL");
+    let ms: i64 = ttl.trim_start_matches(':').parse().expect("a TTL");
+    assert!(ms > 55_000, "the key outlives the 60 s lease: {ms} ms");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let next = limiter.acquire(&short, "tenant").await.expect("acquire");
+    assert_eq!(next.decision().remaining, 0, "the 60 s lease still counts; the brief one has gone");
+    drop((held, brief.detach(), next.detach()));
+}

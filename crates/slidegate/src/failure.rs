@@ -94,6 +94,13 @@ impl Reason {
         }
     }
 
+    /// Whether the call may have run in the store though it failed: it
+    /// was sent (a timeout, a lost connection, a reply that could not be
+    /// read), not refused before (an open breaker, a full local store).
+    pub(crate) fn may_have_run(self) -> bool {
+        matches!(self, Reason::Timeout | Reason::Unavailable | Reason::Backend)
+    }
+
     /// The error a check returns under [`FailurePolicy::Fail`].
     pub(crate) fn error(self) -> Error {
         let kind = match self {

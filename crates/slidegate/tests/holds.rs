@@ -130,3 +130,33 @@ async fn shadow_mode_and_the_switch_admit_without_holding() {
     assert!(limiter.acquire(&streams(), "acme").await.expect("acquire").is_admitted());
     assert_eq!(remote.calls(), calls, "switched off: the store is not asked");
 }
+
+#[tokio::test]
+async fn ids_settle_where_they_are_held_and_shadow_rules_admit() {
+    let tokens = rule(10);
+    let ttl = Duration::from_secs(5);
+    // Made in the fallback store while the store failed: settled there by
+    // id, after the store came back, as a lease is given back.
+    let (limiter, remote, _) = setup(FailurePolicy::Fallback);
+    remote.set(FAIL);
+    let id = limiter.reserve(&tokens, "acme", 8, ttl).await.expect("reserve").detach();
+    let lease = limiter.acquire(&streams(), "acme").await.expect("acquire").detach();
+    remote.set(ANSWER);
+    let settled =
+        limiter.commit(&tokens, "acme", &id, 1).await.expect("commit").expect("held in the fallback");
+    assert_eq!(settled.remaining, 9);
+    assert!(limiter.cancel(&tokens, "acme", &id).await.expect("cancel").is_none(), "settled once");
+    assert!(limiter.release(&streams(), "acme", &lease).await.expect("release"));
+    assert!(!limiter.release(&streams(), "acme", &lease).await.expect("release"));
+    // Neither holds it and the store fails: the store's error.
+    remote.set(FAIL);
+    let unknown = slidegate::LeaseId::random().expect("id");
+    assert!(limiter.commit(&tokens, "acme", &unknown, 1).await.is_err());
+
+    // A shadow rule's refusal is admitted, holding nothing.
+    let (limiter, _, _) = setup(FailurePolicy::FailClosed);
+    let shadow = rule(10).in_shadow(true);
+    assert!(limiter.reserve(&shadow, "acme", 10, ttl).await.expect("reserve").is_held());
+    let over = limiter.reserve(&shadow, "acme", 1, ttl).await.expect("reserve");
+    assert!(over.is_admitted() && !over.is_held());
+}

@@ -44,10 +44,12 @@ function FIXED.record(key, r, cost, now, v)
 end
 
 -- Taken back from the window the charge was made in, if the key still
--- counts it (a later window started over from 0).
+-- counts it (a later window started over from 0), never below 0 (a key
+-- reset, or evicted, and counted again since holds less than the charge).
 function FIXED.release(key, r, cost, at, receipt)
-  local w = tonumber(redis.call('HGET', key, 'w'))
-  if w == math.floor(at / r.window) then
-    redis.call('HINCRBY', key, 'n', -cost)
+  local state = redis.call('HMGET', key, 'w', 'n')
+  local w, n = tonumber(state[1]), tonumber(state[2])
+  if w == math.floor(at / r.window) and n then
+    redis.call('HSET', key, 'n', string.format('%d', math.max(0, n - cost)))
   end
 end

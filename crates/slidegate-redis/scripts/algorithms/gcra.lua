@@ -74,6 +74,28 @@ function GCRA.record(key, r, cost, now, v)
   return math.ceil(next / r.window), reset
 end
 
+-- Takes back `cost` of a charge made at `at` from a bucket holding
+-- tat_ms `ms`, remainder `rem` and count `seq`, when what it held then
+-- stays whole; the count moves on.
+local function undo(key, r, cost, at, ms, rem, seq)
+  if ms < at then return end
+  -- What the key held at the charge's time, before it: exact (both terms
+  -- are at most limit * window < 2^53, as the charge left them).
+  local before = (ms - at) * r.limit + rem - cost * r.window
+  if before < 0 then return end
+  local whole = math.floor(before / r.limit)
+  local ttl = redis.call('PTTL', key)
+  if ttl < 1 then ttl = 1 end
+  redis.call('SET', key, string.format('%d:%d:%d', at + whole, before - whole * r.limit, seq + 1), 'PX', ttl)
+end
+
+local function bucket_of(key)
+  local stored = redis.call('GET', key)
+  if not stored then return nil end
+  local ms, rem, seq = string.match(stored, '^(%d+):(%d+):(%d+)$')
+  return tonumber(ms), tonumber(rem), tonumber(seq)
+end
+
 -- GCRA is not additive: a charge to a bucket ahead of its own time adds
 -- its cost, but one to an idle bucket starts from its time, so a later
 -- charge (or another release) may already have absorbed part of ours, and
@@ -84,17 +106,23 @@ end
 -- cost * window / limit ms, and errs on the side of the limit, never
 -- over-admits.
 function GCRA.release(key, r, cost, at, receipt)
-  local stored = redis.call('GET', key)
-  if not stored or receipt < 1 then return end
-  local ms, rem, seq = string.match(stored, '^(%d+):(%d+):(%d+)$')
-  ms, rem, seq = tonumber(ms), tonumber(rem), tonumber(seq)
-  if not ms or seq ~= receipt or ms < at then return end
-  -- What the key held at the charge's time, before it: exact (both terms
-  -- are at most limit * window < 2^53, as the charge left them).
-  local before = (ms - at) * r.limit + rem - cost * r.window
-  if before < 0 then return end
-  local whole = math.floor(before / r.limit)
-  local ttl = redis.call('PTTL', key)
-  if ttl < 1 then ttl = 1 end
-  redis.call('SET', key, string.format('%d:%d:%d', at + whole, before - whole * r.limit, seq + 1), 'PX', ttl)
+  if receipt < 1 then return end
+  local ms, rem, seq = bucket_of(key)
+  if ms and seq == receipt then undo(key, r, cost, at, ms, rem, seq) end
+end
+
+-- A reservation's receipt: the arrival time its charge left,
+-- "<tat_ms>:<rem>" (the memory store's too).
+function GCRA.receipt(key)
+  local ms, rem = bucket_of(key)
+  if not ms then return '' end
+  return string.format('%d:%d', ms, rem)
+end
+
+-- A reservation's give-back: as GCRA.release, when the bucket holds the
+-- arrival time its charge left (`receipt`) — nothing charged since, or
+-- what was has been given back — whatever its count.
+function GCRA.give_back(key, r, cost, at, receipt)
+  local ms, rem, seq = bucket_of(key)
+  if ms and string.format('%d:%d', ms, rem) == receipt then undo(key, r, cost, at, ms, rem, seq) end
 end

@@ -12,8 +12,9 @@ use std::time::Duration;
 use slidegate::{ConcurrencyLimit, Decision, LeaseId, Rule};
 
 use super::item::identity;
+use super::item::invalid;
 use super::request::{CheckError, CheckRequest};
-use super::{Decider, budget_used, check_error};
+use super::{Decider, budget_used};
 use crate::config::Limit;
 
 /// What a reservation or a lease is held under: the limit and whose.
@@ -106,7 +107,7 @@ impl Decider {
         let held = self.held_under(request, Kind::Reservation)?;
         let rule = rule_of(&held)?;
         let reserved = self.limiter().reserve(rule, &held.identity, estimate, ttl).await;
-        let reserved = reserved.map_err(|e| check_error(&e))?;
+        let reserved = reserved.map_err(|e| hold_error(&e))?;
         let decision = *reserved.decision();
         held.limit.rates.record(super::stats::now_s(), decision.allowed);
         if rule.is_budget() {
@@ -131,7 +132,7 @@ impl Decider {
         let held = self.held_under(request, Kind::Reservation)?;
         let rule = rule_of(&held)?;
         let settled = self.limiter().commit(rule, &held.identity, id, actual).await;
-        let settled = settled.map_err(|e| check_error(&e))?;
+        let settled = settled.map_err(|e| hold_error(&e))?;
         if let Some(decision) = settled.filter(|_| rule.is_budget()) {
             held.limit.usage.record(&shown(request), budget_used(&decision), &decision);
         }
@@ -146,7 +147,7 @@ impl Decider {
     pub(crate) async fn acquire(&self, request: &CheckRequest) -> Result<Taken, CheckError> {
         let held = self.held_under(request, Kind::Lease)?;
         let limit = in_flight_of(&held)?;
-        let lease = self.limiter().acquire(limit, &held.identity).await.map_err(|e| check_error(&e))?;
+        let lease = self.limiter().acquire(limit, &held.identity).await.map_err(|e| hold_error(&e))?;
         let decision = *lease.decision();
         held.limit.rates.record(super::stats::now_s(), decision.allowed);
         // Running: the limit less what is left, this one included; a
@@ -177,7 +178,7 @@ impl Decider {
         } else {
             self.limiter().release(limit, &held.identity, id).await
         };
-        let done = done.map_err(|e| check_error(&e))?;
+        let done = done.map_err(|e| hold_error(&e))?;
         if done && !renew {
             held.limit.usage.released(&shown(request));
         }
@@ -197,4 +198,13 @@ fn rule_of(held: &Held) -> Result<&Rule, CheckError> {
 
 fn in_flight_of(held: &Held) -> Result<&ConcurrencyLimit, CheckError> {
     held.limit.in_flight().ok_or_else(|| CheckError::Invalid("the limit holds no lease".to_owned()))
+}
+
+/// The error of a limiter call that holds or settles: the request's fault,
+/// or the store's (which no failure policy answers for a settlement).
+fn hold_error(error: &slidegate::Error) -> CheckError {
+    if error.is_store_failure() {
+        return CheckError::Unavailable(format!("the rate-limit store failed: {error}"));
+    }
+    invalid(error)
 }

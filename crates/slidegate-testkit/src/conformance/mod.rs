@@ -109,6 +109,8 @@ where
     reservations::reserve_commit_cancel(&s, &c).await;
     let (s, c) = fresh().await;
     reservations::ttl_commits_at_the_estimate(&s, &c).await;
+    let (s, c) = fresh().await;
+    reservations::settled_last_in_first_out(&s, &c).await;
 }
 
 /// N requests pass, the N+1th is denied, keys are independent.

@@ -86,3 +86,22 @@ pub async fn ttl_commits_at_the_estimate<S: Store>(store: &S, clock: &ManualCloc
     }
     next_minute(clock);
 }
+
+/// Settled in the reverse order: the later reservation cancelled first
+/// leaves the bucket as the earlier one's charge left it, so every
+/// algorithm — GCRA too — gives the earlier one's rest back.
+pub async fn settled_last_in_first_out<S: Store>(store: &S, clock: &ManualClock) {
+    for algorithm in algorithms(10) {
+        next_minute(clock);
+        let tokens = rule(10, 60_000, algorithm).named("lifo").expect("rule");
+        let ids = ids(2);
+        let held = |i: usize| ReservationRequest::new(&tokens, "acme", &ids[i]).expect("reservation");
+        assert!(store.reserve(&held(0), 6, 30_000).await.expect("reserve").allowed);
+        assert!(store.reserve(&held(1), 4, 30_000).await.expect("reserve").allowed);
+        let cancelled = store.settle(&held(1), 0).await.expect("settle").expect("held");
+        assert_eq!(cancelled.remaining, 4, "{algorithm:?}");
+        let committed = store.settle(&held(0), 2).await.expect("settle").expect("held");
+        assert_eq!(committed.remaining, 8, "{algorithm:?}");
+    }
+    next_minute(clock);
+}

@@ -49,8 +49,8 @@ impl State {
     /// Replaces a reservation's charge by `actual` at `now`: what it
     /// charged beyond `actual` is given back (exactly for the sliding log,
     /// the counter while its bucket counts, and the fixed window while
-    /// its window lasts; for GCRA only while nothing else touched the
-    /// bucket, see [`Gcra`]); what `actual` asks beyond it is recorded now,
+    /// its window lasts; for GCRA only while the bucket is as the
+    /// reservation's charge left it, see [`Gcra`]); what `actual` asks beyond it is recorded now,
     /// whatever remains (as [`charge`](Self::charge) records). Returns the
     /// state after, as a charge reports it (with its debt).
     pub fn settle(&mut self, rule: &Rule, now: u64, receipt: &Receipt, actual: u32) -> Decision {

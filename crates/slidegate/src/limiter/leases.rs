@@ -10,7 +10,7 @@ use super::Limiter;
 use super::guard::Outcome;
 
 use crate::concurrency::{ConcurrencyLimit, LeaseId, LeaseRequest};
-use crate::failure::{self, Reason};
+use crate::failure;
 use crate::{Decision, Error, FailurePolicy, Store};
 
 impl<S: Store> Limiter<S> {
@@ -40,10 +40,11 @@ impl<S: Store> Limiter<S> {
             return Ok(lease(Decision::disabled(limit.limit()), Held::Nowhere));
         }
         // Until the store answers, a lease it may have taken (the call
-        // timed out, or this future was dropped) is given back.
+        // failed after it was sent, or this future was dropped) is given
+        // back.
         let mut unanswered = Unanswered(Some((self.clone(), limit.clone(), key.to_owned(), id.clone())));
         let outcome = inner.ask(|| inner.store.acquire(&request)).await;
-        if !matches!(outcome, Outcome::Failed(Reason::Timeout)) {
+        if !matches!(outcome, Outcome::Failed(reason) if reason.may_have_run()) {
             unanswered.0 = None;
         }
         drop(unanswered);
@@ -70,13 +71,14 @@ impl<S: Store> Limiter<S> {
 
     /// Gives back the lease `id` of `key` under `limit` (from another
     /// process than the one that took it: `POST /v1/release`). Returns
-    /// whether it was held.
+    /// whether it was held. A lease the fallback store took while the
+    /// store failed is given back there.
     ///
     /// # Errors
     ///
     /// An empty key, or a store failure.
     pub async fn release(&self, limit: &ConcurrencyLimit, key: &str, id: &LeaseId) -> Result<bool, Error> {
-        self.release_lease(limit, key, id, Held::Store).await
+        self.release_lease(limit, key, id, Held::Anywhere).await
     }
 
     /// Holds the lease `id` of `key` under `limit` for another ttl from
@@ -86,7 +88,7 @@ impl<S: Store> Limiter<S> {
     ///
     /// An empty key, or a store failure.
     pub async fn renew(&self, limit: &ConcurrencyLimit, key: &str, id: &LeaseId) -> Result<bool, Error> {
-        self.renew_lease(limit, key, id, Held::Store).await
+        self.renew_lease(limit, key, id, Held::Anywhere).await
     }
 
     pub(crate) async fn release_lease(
@@ -98,10 +100,12 @@ impl<S: Store> Limiter<S> {
     ) -> Result<bool, Error> {
         let request = LeaseRequest::new(limit, key, id)?;
         let inner = &*self.inner;
+        let in_store = || async { inner.ask(|| inner.store.release(&request)).await };
         match held {
             Held::Nowhere => Ok(false),
             Held::Fallback => Ok(inner.fallback.release_sync(&request)),
-            Held::Store => answered(inner.ask(|| inner.store.release(&request)).await),
+            Held::Store => answered(in_store().await),
+            Held::Anywhere => either(in_store().await, || inner.fallback.release_sync(&request)),
         }
     }
 
@@ -114,10 +118,12 @@ impl<S: Store> Limiter<S> {
     ) -> Result<bool, Error> {
         let request = LeaseRequest::new(limit, key, id)?;
         let inner = &*self.inner;
+        let in_store = || async { inner.ask(|| inner.store.renew(&request)).await };
         match held {
             Held::Nowhere => Ok(false),
             Held::Fallback => Ok(inner.fallback.renew_sync(&request)),
-            Held::Store => answered(inner.ask(|| inner.store.renew(&request)).await),
+            Held::Store => answered(in_store().await),
+            Held::Anywhere => either(in_store().await, || inner.fallback.renew_sync(&request)),
         }
     }
 }
@@ -146,13 +152,33 @@ fn answered(outcome: Outcome<bool>) -> Result<bool, Error> {
     }
 }
 
-/// Where a lease is held.
+/// A by-id release's or renewal's outcome: the store's when it held the
+/// lease, else the fallback store's (`fallback`); the store's failure when
+/// neither held it.
+fn either(outcome: Outcome<bool>, fallback: impl FnOnce() -> bool) -> Result<bool, Error> {
+    match outcome {
+        Outcome::Answered(true) => Ok(true),
+        Outcome::Answered(false) => Ok(fallback()),
+        Outcome::Invalid(error) => Err(error),
+        Outcome::Failed(reason) => {
+            if fallback() {
+                Ok(true)
+            } else {
+                Err(reason.error())
+            }
+        }
+    }
+}
+
+/// Where a lease (or a reservation) is held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Held {
     /// In the store.
     Store,
     /// In the limiter's fallback store (the store had failed).
     Fallback,
+    /// Known by its id only: in the store, or else in the fallback store.
+    Anywhere,
     /// Nowhere: refused, or admitted by the failure policy without one.
     Nowhere,
 }

@@ -11,7 +11,7 @@ use super::Limiter;
 use super::guard::Outcome;
 use super::leases::Held;
 
-use crate::failure::{self, Reason};
+use crate::failure;
 use crate::limits::MAX_WINDOW;
 use crate::reservation::ReservationRequest;
 use crate::{Decision, Error, ErrorKind, FailurePolicy, LeaseId, Rule, Store};
@@ -72,8 +72,11 @@ impl<S: Store> Limiter<S> {
         }
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         let id = LeaseId::random()?;
-        let request = ReservationRequest::new(rule, key, &id)?;
         let inner = &*self.inner;
+        // Adaptive limits scale a reservation's rule as a check's.
+        let scaling = inner.scaling();
+        let scaled = scaling.rule(rule);
+        let request = ReservationRequest::new(&scaled, key, &id)?;
         let reservation = |decision: Decision, held| Reservation {
             limiter: self.clone(),
             rule: rule.clone(),
@@ -86,17 +89,22 @@ impl<S: Store> Limiter<S> {
         if !inner.enabled.load(Ordering::Relaxed) {
             return Ok(reservation(Decision::disabled(rule.limit()), Held::Nowhere));
         }
+        if let Some(denial) = scaling.beyond(&scaled, estimate) {
+            return Ok(reservation(denial, Held::Nowhere));
+        }
         // Until the store answers, a reservation it may have made (the
-        // call timed out, or this future was dropped) is cancelled.
+        // call failed after it was sent, or this future was dropped) is
+        // cancelled.
         let mut unanswered = Unanswered(Some((self.clone(), rule.clone(), key.to_owned(), id.clone())));
         let outcome = inner.ask(|| inner.store.reserve(&request, estimate, ttl_ms)).await;
-        if !matches!(outcome, Outcome::Failed(Reason::Timeout)) {
+        if !matches!(outcome, Outcome::Failed(reason) if reason.may_have_run()) {
             unanswered.0 = None;
         }
         drop(unanswered);
         match outcome {
-            // Shadow mode overrules a refusal; nothing is held then.
-            Outcome::Answered(decision) if inner.shadow && !decision.allowed => {
+            // Shadow mode (the limiter's or the rule's) overrules a
+            // refusal; nothing is held then.
+            Outcome::Answered(decision) if inner.is_shadow(rule) && !decision.allowed => {
                 Ok(reservation(decision.shadowed(), Held::Nowhere))
             }
             Outcome::Answered(decision) => Ok(reservation(decision, Held::Store)),
@@ -118,7 +126,8 @@ impl<S: Store> Limiter<S> {
 
     /// Commits the reservation `id` of `key` under `rule` at `actual`
     /// (from another process than the one that made it: `POST
-    /// /v1/commit`): see [`Reservation::commit`].
+    /// /v1/commit`): see [`Reservation::commit`]. A reservation the
+    /// fallback store made while the store failed is settled there.
     ///
     /// # Errors
     ///
@@ -130,7 +139,7 @@ impl<S: Store> Limiter<S> {
         id: &LeaseId,
         actual: u32,
     ) -> Result<Option<Decision>, Error> {
-        self.settle_reservation(rule, key, id, actual, Held::Store).await
+        self.settle_reservation(rule, key, id, actual, Held::Anywhere).await
     }
 
     /// Cancels the reservation `id` of `key` under `rule`: see
@@ -140,7 +149,7 @@ impl<S: Store> Limiter<S> {
     ///
     /// As [`commit`](Self::commit).
     pub async fn cancel(&self, rule: &Rule, key: &str, id: &LeaseId) -> Result<Option<Decision>, Error> {
-        self.settle_reservation(rule, key, id, 0, Held::Store).await
+        self.settle_reservation(rule, key, id, 0, Held::Anywhere).await
     }
 
     async fn settle_reservation(
@@ -151,15 +160,27 @@ impl<S: Store> Limiter<S> {
         actual: u32,
         held: Held,
     ) -> Result<Option<Decision>, Error> {
-        let request = ReservationRequest::new(rule, key, id)?;
         let inner = &*self.inner;
+        let scaled = inner.scaling().rule(rule);
+        let request = ReservationRequest::new(&scaled, key, id)?;
+        let in_store = || async { inner.ask(|| inner.store.settle(&request, actual)).await };
         match held {
             Held::Nowhere => Ok(None),
             Held::Fallback => inner.fallback.settle_sync(&request, actual),
-            Held::Store => match inner.ask(|| inner.store.settle(&request, actual)).await {
+            Held::Store => match in_store().await {
                 Outcome::Answered(settled) => Ok(settled),
                 Outcome::Invalid(error) => Err(error),
                 Outcome::Failed(reason) => Err(reason.error()),
+            },
+            // By id: the store's, else the fallback store's.
+            Held::Anywhere => match in_store().await {
+                Outcome::Answered(Some(settled)) => Ok(Some(settled)),
+                Outcome::Answered(None) => inner.fallback.settle_sync(&request, actual),
+                Outcome::Invalid(error) => Err(error),
+                Outcome::Failed(reason) => match inner.fallback.settle_sync(&request, actual)? {
+                    Some(settled) => Ok(Some(failure::mark_degraded(settled))),
+                    None => Err(reason.error()),
+                },
             },
         }
     }
@@ -241,16 +262,16 @@ impl<S: Store> Reservation<S> {
     /// Replaces the estimate by `actual`, the real cost: less gives the
     /// rest back (exactly for the sliding log, the counter while the
     /// reservation's bucket counts and the fixed window within its
-    /// window; for GCRA only while nothing else charged the bucket since
-    /// — see [`State::settle`](crate::algorithm::State::settle)), more is
+    /// window; for GCRA only while the bucket is as its charge left it —
+    /// see [`State::settle`](crate::algorithm::State::settle)), more is
     /// recorded now whatever remains (a debt, as a budget's charge). The
     /// state after, with its debt; `None` when the reservation was not
     /// held (its ttl had passed: it stays charged at its estimate).
     ///
     /// # Errors
     ///
-    /// A store failure (the reservation then stays charged at its
-    /// estimate).
+    /// A store failure (the reservation may then have been settled, or
+    /// stay charged at its estimate until its ttl passes).
     pub async fn commit(mut self, actual: u32) -> Result<Option<Decision>, Error> {
         let held = std::mem::replace(&mut self.held, Held::Nowhere);
         self.limiter.settle_reservation(&self.rule, &self.key, &self.id, actual, held).await

@@ -3,10 +3,10 @@
 //! of its rule's state for the identity (under that lock: charged and
 //! given back atomically with the state).
 
-use super::{MemoryStore, lock};
+use super::{MemoryStore, SWEEP_EVERY, lock};
 use crate::algorithm::Receipt;
 use crate::store::{ReservationRequest, validate_time};
-use crate::{Decision, Error};
+use crate::{Decision, Error, ErrorKind};
 
 /// A reservation held: what its estimate charged, and when its ttl passes.
 #[derive(Debug)]
@@ -33,9 +33,8 @@ impl MemoryStore {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidTime`](crate::ErrorKind::InvalidTime), or
-    /// [`ErrorKind::CapacityExhausted`](crate::ErrorKind::CapacityExhausted)
-    /// for a new key in a full store.
+    /// [`ErrorKind::InvalidTime`], or [`ErrorKind::CapacityExhausted`]
+    /// for a new key, or a reservation, in a full store.
     pub fn reserve_sync(
         &self,
         reservation: &ReservationRequest<'_>,
@@ -46,6 +45,21 @@ impl MemoryStore {
         let now = validate_time(self.inner.clock.now_ms())?;
         let hash = self.hash(rule, identity);
         let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
+        shard.ops = shard.ops.wrapping_add(1);
+        if shard.ops.is_multiple_of(SWEEP_EVERY) {
+            shard.sweep(now);
+        }
+        // Reservations held count against the store's keys: a flood of
+        // unsettled ones is refused, never let grow without bound.
+        if shard.reservations.len() >= self.inner.max_keys_per_shard {
+            shard.reservations.retain(|_, held| held.expires > now);
+            if shard.reservations.len() >= self.inner.max_keys_per_shard {
+                return Err(Error::new(
+                    ErrorKind::CapacityExhausted,
+                    format!("memory store holds its maximum of {} reservations", self.inner.max_keys),
+                ));
+            }
+        }
         let (decision, receipt) =
             self.entry(&mut shard, identity, hash, rule, now)?.reserve(rule, now, estimate);
         if let Some(receipt) = receipt {
