@@ -5,27 +5,27 @@
 -- lease_op(key, op, id, limit, ttl) does `op` ("acquire", "release" or
 -- "renew") at `now` and answers entry/lease.lua's reply.
 --
--- Taking a lease drops the expired ones first (a killed process's
--- leases come back once their ttl has passed), and taking one already held
--- renews it (one lease, not two). Releasing or renewing touches only the
--- lease named; one whose ttl has passed is dropped and not held. Taking or
--- renewing a lease raises the key's TTL to the ttl plus the slack, never
--- lowers it (a lease taken under a longer ttl — the limit's ttl changed —
--- still counts until its own expiry), so the key outlives its newest
--- lease; a set left empty goes (Redis drops it). A key of another type
--- fails every op with Redis' own WRONGTYPE error.
+-- Only leases whose expiry is later than now count (ZCOUNT), so a killed
+-- process's leases stop counting once their ttl has passed. Expired
+-- leases are dropped when the limit is reached and by one acquisition in
+-- sixteen (its random id starts with "0"), which keeps a busy key from
+-- gathering them; an idle key goes with its TTL. Taking a lease already
+-- held renews it (one lease, not two). Releasing or renewing touches only
+-- the lease named; one whose ttl has passed is dropped and not held.
+-- Taking or renewing a lease makes the key outlive it: when its TTL is
+-- below ttl + slack it is set to twice the ttl plus the slack (so it is
+-- raised once per ttl, not per lease, and never lowered: a lease taken
+-- under a longer ttl — the limit's ttl changed — counts until its own
+-- expiry). A key of another type fails every op with Redis' own WRONGTYPE
+-- error.
 --
 -- After lib/clock.lua (`now`, SLACK_MS).
 
--- The key's TTL raised to outlive a lease of `ttl` taken or renewed now;
--- answers how long until the newest lease's ttl passes.
+-- Makes the key outlive a lease of `ttl` taken or renewed now.
 local function lease_outlive(key, ttl)
-  local left = redis.call('PTTL', key)
-  if left < ttl + SLACK_MS then
-    redis.call('PEXPIRE', key, ttl + SLACK_MS)
-    return ttl
+  if redis.call('PTTL', key) < ttl + SLACK_MS then
+    redis.call('PEXPIRE', key, 2 * ttl + SLACK_MS)
   end
-  return left - SLACK_MS
 end
 
 local function lease_op(key, op, id, limit, ttl)
@@ -40,13 +40,22 @@ local function lease_op(key, op, id, limit, ttl)
     lease_outlive(key, ttl)
     return { 1 }
   end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  local count = redis.call('ZCARD', key)
-  if count >= limit and not redis.call('ZSCORE', key, id) then
-    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    return { 0, 0, tonumber(oldest[2]) - now, tonumber(newest[2]) - now }
+  local live = redis.call('ZCOUNT', key, '(' .. now, '+inf')
+  if live >= limit then
+    local mine = redis.call('ZSCORE', key, id)
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+    if not (mine and tonumber(mine) > now) then
+      local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      return { 0, 0, tonumber(oldest[2]) - now, tonumber(newest[2]) - now }
+    end
+  elseif string.byte(id, 1) == 48 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
   end
-  count = count + redis.call('ZADD', key, now + ttl, id)
-  return { 1, limit - count, 0, lease_outlive(key, ttl) }
+  -- A new lease adds one; one held is renewed. (An id taken again after
+  -- its ttl, which slidegate's clients never do, is admitted as a new
+  -- one but left out of the remaining answered.)
+  live = live + redis.call('ZADD', key, now + ttl, id)
+  lease_outlive(key, ttl)
+  return { 1, limit - live, 0, ttl }
 end
