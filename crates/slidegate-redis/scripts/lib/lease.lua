@@ -55,7 +55,12 @@ local function lease_op(key, op, id, limit, ttl)
   -- A new lease adds one; one held is renewed. (An id taken again after
   -- its ttl, which slidegate's clients never do, is admitted as a new
   -- one but left out of the remaining answered.)
-  live = live + redis.call('ZADD', key, now + ttl, id)
-  lease_outlive(key, ttl)
-  return { 1, limit - live, 0, ttl }
+  local added = redis.call('ZADD', key, now + ttl, id)
+  if live == 0 then
+    -- No lease counts: the key's TTL need only outlive this one.
+    redis.call('PEXPIRE', key, 2 * ttl + SLACK_MS)
+  else
+    lease_outlive(key, ttl)
+  end
+  return { 1, limit - live - added, 0, ttl }
 end
