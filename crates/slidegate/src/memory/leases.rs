@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{MemoryStore, Shard, lock};
+use super::{MemoryStore, lock};
 use crate::store::{LeaseRequest, validate_time};
 use crate::{Decision, Error, ErrorKind, LeaseId};
 
@@ -46,7 +46,7 @@ impl MemoryStore {
         let now = validate_time(self.inner.clock.now_ms())?;
         let key = key_of(lease);
         let mut shard = lock(&self.inner.shards[self.leases_shard(&key)]);
-        let Shard { leases, .. } = &mut *shard;
+        let leases = &mut shard.holds.leases;
         if !leases.contains_key(&key) && leases.len() >= self.inner.max_keys_per_shard {
             leases.retain(|_, held| held.expires_at() > now);
             if leases.len() >= self.inner.max_keys_per_shard {
@@ -99,11 +99,11 @@ impl MemoryStore {
         let Ok(now) = validate_time(self.inner.clock.now_ms()) else { return false };
         let key = key_of(lease);
         let mut shard = lock(&self.inner.shards[self.leases_shard(&key)]);
-        let Some(held) = shard.leases.get_mut(&key) else { return false };
+        let Some(held) = shard.holds.leases.get_mut(&key) else { return false };
         held.prune(now);
         let changed = change(held, now);
         if held.0.is_empty() {
-            shard.leases.remove(&key);
+            shard.holds.leases.remove(&key);
         }
         changed
     }

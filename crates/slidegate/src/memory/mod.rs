@@ -36,6 +36,14 @@ struct Shard {
     ops: u32,
     /// When the shard, full, was last swept for a new key.
     full_swept_at: Option<u64>,
+    /// Leases and reservations: boxed, so a check's shard stays as small
+    /// as without them (its lock and table in one cache line).
+    holds: Box<Holds>,
+}
+
+/// What a shard holds beside its keys' state.
+#[derive(Default)]
+struct Holds {
     /// Concurrency leases, by limit name and identity.
     leases: std::collections::HashMap<Box<str>, leases::Leases, foldhash::fast::RandomState>,
     /// Reservations, by rule, identity and id.
@@ -45,8 +53,8 @@ struct Shard {
 impl Shard {
     fn sweep(&mut self, now: u64) {
         self.map.retain(|(_, e)| e.expires_at > now);
-        self.leases.retain(|_, held| held.expires_at() > now);
-        self.reservations.retain(|_, held| held.expires > now);
+        self.holds.leases.retain(|_, held| held.expires_at() > now);
+        self.holds.reservations.retain(|_, held| held.expires > now);
     }
 }
 

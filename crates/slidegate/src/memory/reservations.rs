@@ -51,9 +51,9 @@ impl MemoryStore {
         }
         // Reservations held count against the store's keys: a flood of
         // unsettled ones is refused, never let grow without bound.
-        if shard.reservations.len() >= self.inner.max_keys_per_shard {
-            shard.reservations.retain(|_, held| held.expires > now);
-            if shard.reservations.len() >= self.inner.max_keys_per_shard {
+        if shard.holds.reservations.len() >= self.inner.max_keys_per_shard {
+            shard.holds.reservations.retain(|_, held| held.expires > now);
+            if shard.holds.reservations.len() >= self.inner.max_keys_per_shard {
                 return Err(Error::new(
                     ErrorKind::CapacityExhausted,
                     format!("memory store holds its maximum of {} reservations", self.inner.max_keys),
@@ -64,7 +64,7 @@ impl MemoryStore {
             self.entry(&mut shard, identity, hash, rule, now)?.reserve(rule, now, estimate);
         if let Some(receipt) = receipt {
             let held = Held { receipt, expires: now.saturating_add(ttl_ms) };
-            shard.reservations.insert(key_of(reservation), held);
+            shard.holds.reservations.insert(key_of(reservation), held);
         }
         Ok(decision)
     }
@@ -85,14 +85,14 @@ impl MemoryStore {
         let hash = self.hash(rule, identity);
         let mut shard = lock(&self.inner.shards[self.shard_of(hash)]);
         let key = key_of(reservation);
-        let Some(held) = shard.reservations.remove(&key) else { return Ok(None) };
+        let Some(held) = shard.holds.reservations.remove(&key) else { return Ok(None) };
         if held.expires <= now {
             return Ok(None);
         }
         match self.entry(&mut shard, identity, hash, rule, now) {
             Ok(entry) => Ok(Some(entry.settle(rule, now, &held.receipt, actual))),
             Err(error) => {
-                shard.reservations.insert(key, held);
+                shard.holds.reservations.insert(key, held);
                 Err(error)
             }
         }
