@@ -103,7 +103,7 @@ mod tests {
         let shown = usage.snapshot();
         assert_eq!(shown.len(), RECENT);
         assert_eq!((shown[0].identity.as_str(), shown[0].used), ("d: user=24", 7), "one row per identity");
-        assert_eq!(shown[RECENT - 1].identity, "d: user=6", "the oldest went");
+        assert_eq!(shown[RECENT - 1].identity, "d: user=5", "the five oldest went");
         usage.released("d: user=24");
         assert_eq!(usage.snapshot()[0].used, 6);
         usage.released("d: nobody");
