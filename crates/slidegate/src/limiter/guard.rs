@@ -3,6 +3,7 @@
 //! answers when the call fails.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 // Tokio's Instant, so paused test time times store calls deterministically.
@@ -228,6 +229,33 @@ impl<S: Store> Inner<S> {
             // denial before its time; bans, which nothing shortens, are
             // cached either way.
             cache.insert(rule, identity, request.cost(), sent, decision);
+        }
+    }
+}
+
+/// What undoes a store call that may have run without saying so (a lease
+/// it may have taken, a reservation it may have made): run in a task on
+/// the current runtime when dropped still armed — the call failed after
+/// it was sent, or the caller's future was dropped mid-call.
+pub(super) struct Undo(Option<Pin<Box<dyn Future<Output = ()> + Send>>>);
+
+impl Undo {
+    /// Armed with `undo`, which runs only if this is dropped armed.
+    pub(super) fn new(undo: impl Future<Output = ()> + Send + 'static) -> Undo {
+        Undo(Some(Box::pin(undo)))
+    }
+
+    /// The call's answer is known: nothing to undo.
+    pub(super) fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        let Some(undo) = self.0.take() else { return };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(undo);
         }
     }
 }

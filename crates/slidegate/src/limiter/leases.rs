@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 
 use super::Limiter;
-use super::guard::Outcome;
+use super::guard::{Outcome, Undo};
 
 use crate::concurrency::{ConcurrencyLimit, LeaseId, LeaseRequest};
 use crate::failure;
@@ -42,12 +42,16 @@ impl<S: Store> Limiter<S> {
         // Until the store answers, a lease it may have taken (the call
         // failed after it was sent, or this future was dropped) is given
         // back.
-        let mut unanswered = Unanswered(Some((self.clone(), limit.clone(), key.to_owned(), id.clone())));
+        let undo = {
+            let (limiter, limit, key, id) = (self.clone(), limit.clone(), key.to_owned(), id.clone());
+            Undo::new(async move {
+                let _ = limiter.hold_lease(&limit, &key, &id, Held::Store, Renew::No).await;
+            })
+        };
         let outcome = inner.ask(|| inner.store.acquire(&request)).await;
         if !matches!(outcome, Outcome::Failed(reason) if reason.may_have_run()) {
-            unanswered.0 = None;
+            undo.disarm();
         }
-        drop(unanswered);
         match outcome {
             // Shadow mode overrules a refusal; no lease is held then.
             Outcome::Answered(decision) if inner.shadow && !decision.allowed => {
@@ -78,7 +82,7 @@ impl<S: Store> Limiter<S> {
     ///
     /// An empty key, or a store failure.
     pub async fn release(&self, limit: &ConcurrencyLimit, key: &str, id: &LeaseId) -> Result<bool, Error> {
-        self.release_lease(limit, key, id, Held::Anywhere).await
+        self.hold_lease(limit, key, id, Held::Anywhere, Renew::No).await
     }
 
     /// Holds the lease `id` of `key` under `limit` for another ttl from
@@ -88,59 +92,45 @@ impl<S: Store> Limiter<S> {
     ///
     /// An empty key, or a store failure.
     pub async fn renew(&self, limit: &ConcurrencyLimit, key: &str, id: &LeaseId) -> Result<bool, Error> {
-        self.renew_lease(limit, key, id, Held::Anywhere).await
+        self.hold_lease(limit, key, id, Held::Anywhere, Renew::Yes).await
     }
 
-    pub(crate) async fn release_lease(
+    /// Gives back (or, with [`Renew::Yes`], renews) the lease `id` of
+    /// `key` under `limit`, where it is `held`.
+    pub(crate) async fn hold_lease(
         &self,
         limit: &ConcurrencyLimit,
         key: &str,
         id: &LeaseId,
         held: Held,
+        renew: Renew,
     ) -> Result<bool, Error> {
         let request = LeaseRequest::new(limit, key, id)?;
         let inner = &*self.inner;
-        let in_store = || async { inner.ask(|| inner.store.release(&request)).await };
+        let in_store = || async {
+            match renew {
+                Renew::Yes => inner.ask(|| inner.store.renew(&request)).await,
+                Renew::No => inner.ask(|| inner.store.release(&request)).await,
+            }
+        };
+        let in_fallback = || match renew {
+            Renew::Yes => inner.fallback.renew_sync(&request),
+            Renew::No => inner.fallback.release_sync(&request),
+        };
         match held {
             Held::Nowhere => Ok(false),
-            Held::Fallback => Ok(inner.fallback.release_sync(&request)),
+            Held::Fallback => Ok(in_fallback()),
             Held::Store => answered(in_store().await),
-            Held::Anywhere => either(in_store().await, || inner.fallback.release_sync(&request)),
-        }
-    }
-
-    pub(crate) async fn renew_lease(
-        &self,
-        limit: &ConcurrencyLimit,
-        key: &str,
-        id: &LeaseId,
-        held: Held,
-    ) -> Result<bool, Error> {
-        let request = LeaseRequest::new(limit, key, id)?;
-        let inner = &*self.inner;
-        let in_store = || async { inner.ask(|| inner.store.renew(&request)).await };
-        match held {
-            Held::Nowhere => Ok(false),
-            Held::Fallback => Ok(inner.fallback.renew_sync(&request)),
-            Held::Store => answered(in_store().await),
-            Held::Anywhere => either(in_store().await, || inner.fallback.renew_sync(&request)),
+            Held::Anywhere => either(in_store().await, in_fallback),
         }
     }
 }
 
-/// A lease the store may hold without having said so: given back (in a
-/// task) when dropped still set.
-struct Unanswered<S: Store>(Option<(Limiter<S>, ConcurrencyLimit, String, LeaseId)>);
-
-impl<S: Store> Drop for Unanswered<S> {
-    fn drop(&mut self) {
-        let Some((limiter, limit, key, id)) = self.0.take() else { return };
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = limiter.release_lease(&limit, &key, &id, Held::Store).await;
-            });
-        }
-    }
+/// Whether [`Limiter::hold_lease`] renews the lease or gives it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renew {
+    Yes,
+    No,
 }
 
 /// A release's or renewal's outcome: the store's answer, or its failure.
@@ -250,7 +240,7 @@ impl<S: Store> Lease<S> {
     /// A store failure (the lease then comes back when its ttl passes).
     pub async fn release(mut self) -> Result<bool, Error> {
         let held = std::mem::replace(&mut self.held, Held::Nowhere);
-        self.limiter.release_lease(&self.limit, &self.key, &self.id, held).await
+        self.limiter.hold_lease(&self.limit, &self.key, &self.id, held, Renew::No).await
     }
 
     /// Holds the lease for another ttl from now. Returns whether the
@@ -261,7 +251,7 @@ impl<S: Store> Lease<S> {
     ///
     /// A store failure.
     pub async fn renew(&self) -> Result<bool, Error> {
-        self.limiter.renew_lease(&self.limit, &self.key, &self.id, self.held).await
+        self.limiter.hold_lease(&self.limit, &self.key, &self.id, self.held, Renew::Yes).await
     }
 
     /// Keeps the lease held after this value is dropped: its id gives it
@@ -285,7 +275,7 @@ impl<S: Store> Drop for Lease<S> {
         let (limiter, limit, key, id) =
             (self.limiter.clone(), self.limit.clone(), std::mem::take(&mut self.key), self.id.clone());
         runtime.spawn(async move {
-            if let Err(error) = limiter.release_lease(&limit, &key, &id, held).await {
+            if let Err(error) = limiter.hold_lease(&limit, &key, &id, held, Renew::No).await {
                 tracing::warn!(target: "slidegate", %error, limit = %limit.name(), "a dropped lease could not be given back; it comes back when its ttl passes");
             }
         });

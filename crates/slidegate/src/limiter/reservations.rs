@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Limiter;
-use super::guard::Outcome;
+use super::guard::{Outcome, Undo};
 use super::leases::Held;
 
 use crate::failure;
@@ -95,12 +95,16 @@ impl<S: Store> Limiter<S> {
         // Until the store answers, a reservation it may have made (the
         // call failed after it was sent, or this future was dropped) is
         // cancelled.
-        let mut unanswered = Unanswered(Some((self.clone(), rule.clone(), key.to_owned(), id.clone())));
+        let undo = {
+            let (limiter, rule, key, id) = (self.clone(), rule.clone(), key.to_owned(), id.clone());
+            Undo::new(async move {
+                let _ = limiter.settle_reservation(&rule, &key, &id, 0, Held::Store).await;
+            })
+        };
         let outcome = inner.ask(|| inner.store.reserve(&request, estimate, ttl_ms)).await;
         if !matches!(outcome, Outcome::Failed(reason) if reason.may_have_run()) {
-            unanswered.0 = None;
+            undo.disarm();
         }
-        drop(unanswered);
         match outcome {
             // Shadow mode (the limiter's or the rule's) overrules a
             // refusal; nothing is held then.
@@ -182,21 +186,6 @@ impl<S: Store> Limiter<S> {
                     None => Err(reason.error()),
                 },
             },
-        }
-    }
-}
-
-/// A reservation the store may hold without having said so: cancelled
-/// (in a task) when dropped still set.
-struct Unanswered<S: Store>(Option<(Limiter<S>, Rule, String, LeaseId)>);
-
-impl<S: Store> Drop for Unanswered<S> {
-    fn drop(&mut self) {
-        let Some((limiter, rule, key, id)) = self.0.take() else { return };
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = limiter.settle_reservation(&rule, &key, &id, 0, Held::Store).await;
-            });
         }
     }
 }
