@@ -209,3 +209,44 @@ async fn in_flight(store: ServiceStore, redis: Option<&slidegate_testkit::RedisS
     })
     .await;
 }
+
+/// A WebSocket tunnel counts against its route's `max_in_flight` until it
+/// closes, not only while its handshake is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_in_flight_counts_websocket_tunnels_until_they_close() {
+    use futures::StreamExt as _;
+    use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _};
+
+    let ws = Upstream::builder().name("ws").start();
+    let yaml = format!(
+        "routes:\n  - name: ws\n    upstreams: [http://{}]\n    limits:\n      \
+         - {{ name: tunnels, key: header:x-tenant, max_in_flight: 1 }}\n",
+        ws.addr()
+    );
+    let edges = Edges::start(ServiceStore::Memory(MemoryStore::new()), RULES, &yaml, |_| {}).await;
+    let url = edges.gateway_url("/ws/echo").replacen("http://", "ws://", 1);
+    let connect = async |tenant: &str| {
+        let mut request = url.as_str().into_client_request().expect("request");
+        request.headers_mut().insert("x-tenant", tenant.parse().expect("value"));
+        tokio_tungstenite::connect_async(request).await
+    };
+    let (mut open, _) = connect("acme").await.expect("handshake");
+    assert!(open.next().await.expect("a message").expect("greeting").is_text());
+    // The tunnel is open, its handshake long answered: still running.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    match connect("acme").await {
+        Err(tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 429);
+            assert!(response.headers().contains_key("retry-after"));
+        }
+        Err(other) => panic!("expected a 429, got {other}"),
+        Ok(_) => panic!("a second tunnel was admitted while one is open"),
+    }
+    let (mut other, _) = connect("globex").await.expect("another tenant");
+    // Closed: the place comes back.
+    open.close(None).await.expect("close");
+    while let Some(Ok(_)) = open.next().await {}
+    drop(open);
+    support::eventually("the tunnel's place back", async || connect("acme").await.is_ok()).await;
+    other.close(None).await.expect("close");
+}

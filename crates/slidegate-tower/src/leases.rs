@@ -1,14 +1,18 @@
 //! Concurrency limits in the layer ([`RateLimitLayer::concurrency`](crate::RateLimitLayer::concurrency)):
 //! a lease per limit taken before the inner service is called, held —
-//! renewed while it lasts — until the response body ends or is dropped.
+//! renewed while it lasts — until the response body ends or is dropped,
+//! or, for a protocol switch, until the service lets go of its [`InFlight`].
 
+use std::any::Any;
 use std::borrow::Cow;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::request::Parts;
-use http::{Response, StatusCode};
+use http::{Method, Response, StatusCode, header};
 use slidegate::{Decision, Lease, Store};
+use tokio::task::AbortHandle;
 
 use crate::body_end::BodyEnd;
 use crate::config::{Config, MissingKey};
@@ -76,46 +80,92 @@ fn refused<S, B: LimitedBody>(config: &Config<S>, denial: &Decision, json: bool)
     limited(denial, &config.message, StatusCode::TOO_MANY_REQUESTS, json)
 }
 
-/// Holds `leases` until `response`'s body ends or is dropped, renewing
-/// them every third of the shortest ttl meanwhile (a long stream keeps
-/// counting).
-pub(crate) fn hold_until_done<S: Store, B: LimitedBody>(
-    response: Response<B>,
-    leases: Vec<Lease<S>>,
-) -> Response<B> {
+/// The concurrency leases a request holds, held — and renewed every third
+/// of the shortest ttl — while any clone of it lives.
+pub(crate) type Holding = Arc<dyn Any + Send + Sync>;
+
+/// Holds `leases` from now on (`None` when there are none).
+pub(crate) fn hold<S: Store>(leases: Vec<Lease<S>>) -> Option<Holding> {
     if leases.is_empty() {
-        return response;
+        return None;
     }
     let leases = Arc::new(leases);
     let period = shortest_ttl(&leases) / 3;
     let renewer = tokio::runtime::Handle::try_current().ok().map(|runtime| {
-        let held = Arc::clone(&leases);
-        runtime.spawn(async move {
-            loop {
-                tokio::time::sleep(period).await;
-                for lease in held.iter() {
-                    match lease.renew().await {
-                        Ok(true) => {}
-                        Ok(false) => tracing::warn!(
-                            target: "slidegate",
-                            limit = lease.limit().name(),
-                            "a concurrency lease's ttl passed before its renewal: the request runs uncounted"
-                        ),
-                        Err(error) => {
-                            tracing::warn!(target: "slidegate", %error, "a concurrency lease could not be renewed")
-                        }
+        let held = Arc::downgrade(&leases);
+        runtime
+            .spawn(async move {
+                loop {
+                    tokio::time::sleep(period).await;
+                    let Some(held) = held.upgrade() else { return };
+                    for lease in held.iter() {
+                        renew(lease).await;
                     }
                 }
-            }
-        })
+            })
+            .abort_handle()
     });
-    let end = BodyEnd::new(move |_| {
-        if let Some(renewer) = renewer {
+    Some(Arc::new(Held { _leases: leases, renewer }))
+}
+
+async fn renew<S: Store>(lease: &Lease<S>) {
+    match lease.renew().await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(
+            target: "slidegate",
+            limit = lease.limit().name(),
+            "a concurrency lease's ttl passed before its renewal: the request runs uncounted"
+        ),
+        Err(error) => tracing::warn!(target: "slidegate", %error, "a concurrency lease could not be renewed"),
+    }
+}
+
+/// Leases and the task renewing them; dropped, the leases are given back.
+struct Held<S: Store> {
+    /// Held for its drop: the leases go back when the last holder goes.
+    _leases: Arc<Vec<Lease<S>>>,
+    renewer: Option<AbortHandle>,
+}
+
+impl<S: Store> Drop for Held<S> {
+    fn drop(&mut self) {
+        if let Some(renewer) = &self.renewer {
             renewer.abort();
         }
-        // The last holder: dropping the leases gives them back.
-        drop(leases);
-    });
+    }
+}
+
+/// A request's concurrency leases, in the extensions of a request asking
+/// to switch protocols (an `Upgrade` header or `CONNECT`) when the layer
+/// has [`concurrency`](crate::RateLimitLayer::concurrency) limits. The
+/// leases are held while the response body lasts and while any clone of
+/// this lives: a service that goes on serving the request after its
+/// response — a WebSocket tunnel after its `101` — takes it out of the
+/// request's extensions and keeps it until the tunnel closes, so the
+/// tunnel counts as running until then.
+#[derive(Clone)]
+pub struct InFlight {
+    /// Held for its drop (see [`Holding`]).
+    pub(crate) _held: Holding,
+}
+
+impl fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("InFlight")
+    }
+}
+
+/// Whether a request asks to go on after its response: a protocol switch
+/// (HTTP/1.1 `Upgrade`) or a tunnel (`CONNECT`, also HTTP/2's extended one).
+pub(crate) fn goes_on(parts: &Parts) -> bool {
+    parts.method == Method::CONNECT || parts.headers.contains_key(header::UPGRADE)
+}
+
+/// Holds `held` until `response`'s body ends or is dropped.
+pub(crate) fn hold_until_done<B: LimitedBody>(response: Response<B>, held: Option<Holding>) -> Response<B> {
+    let Some(held) = held else { return response };
+    // The last holder: dropping it gives the leases back.
+    let end = BodyEnd::new(move |_| drop(held));
     let (parts, body) = response.into_parts();
     Response::from_parts(parts, body.on_end(end))
 }

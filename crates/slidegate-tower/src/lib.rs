@@ -66,6 +66,7 @@ pub use future::ResponseFuture;
 pub use key::MatchedPath;
 pub use key::{ClientIp, FromExtension, Global, Header, KeyExtractor, Path, PeerIp, peer_addr};
 pub use layer::RateLimitLayer;
+pub use leases::InFlight;
 pub use response::LimitedBody;
 pub use service::{AppliedRules, LimitedKeys, RateLimit};
 

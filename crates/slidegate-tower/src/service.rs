@@ -15,7 +15,7 @@ use crate::charge::charge_when_done;
 use crate::config::{Config, KeyedRule, MissingKey};
 use crate::future::ResponseFuture;
 use crate::headers::{Headers, add_quota_headers, never_admitted};
-use crate::leases::{acquire_all, hold_until_done, lease_keys};
+use crate::leases::{InFlight, acquire_all, goes_on, hold, hold_until_done, lease_keys};
 use crate::response::{
     LimitedBody, banned_message, cost_above_limit, internal_error, limited, process_ms, unavailable,
     unidentified, wants_json,
@@ -130,7 +130,8 @@ where
         } else {
             keys.into_iter().map(|(i, key)| (i, key.into_owned())).collect()
         };
-        let request = Request::from_parts(parts, body);
+        let goes_on = !lease_keys.is_empty() && goes_on(&parts);
+        let mut request = Request::from_parts(parts, body);
         // The ready service goes into the future; a clone stays for the next
         // `poll_ready` (tower's usual pattern for moving a service into a future).
         let clone = self.inner.clone();
@@ -139,9 +140,12 @@ where
         ResponseFuture::new(async move {
             // Leases first: a request over a concurrency limit is charged nothing.
             let leases = match acquire_all(&config, &lease_keys, json).await {
-                Ok(leases) => leases,
+                Ok(leases) => hold(leases),
                 Err(response) => return Ok(response),
             };
+            if let Some(held) = leases.as_ref().filter(|_| goes_on) {
+                request.extensions_mut().insert(InFlight { _held: Arc::clone(held) });
+            }
             // No rule applies, or a free request (cost 0).
             if keys.is_empty() || cost == 0 {
                 return Ok(hold_until_done(inner.call(request).await?, leases));

@@ -207,3 +207,63 @@ async fn a_concurrency_limit_holds_its_lease_while_the_body_streams() {
     .await;
     assert_eq!(get("acme").await.unwrap().status(), StatusCode::OK);
 }
+
+/// A request asking to switch protocols carries its leases as
+/// `InFlight`: a service that keeps it after the response (a tunnel)
+/// keeps the leases held until it lets go; other requests carry none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protocol_switch_keeps_its_lease_while_the_service_keeps_in_flight() {
+    use slidegate_tower::InFlight;
+    use std::sync::{Arc, Mutex};
+    use tower::{Layer as _, ServiceExt as _};
+
+    let limiter = Limiter::in_memory();
+    let tunnels = slidegate::ConcurrencyLimit::new("tunnels", 1, Duration::from_secs(60)).unwrap();
+    let kept: Arc<Mutex<Vec<InFlight>>> = Arc::default();
+    let keeper = Arc::clone(&kept);
+    let service = tower::service_fn(move |mut request: http::Request<Body>| {
+        let keeper = Arc::clone(&keeper);
+        async move {
+            if let Some(in_flight) = request.extensions_mut().remove::<InFlight>() {
+                keeper.lock().unwrap().push(in_flight);
+            }
+            Ok::<_, Infallible>(Response::new(Body::empty()))
+        }
+    });
+    let app = RateLimitLayer::new(limiter.clone())
+        .concurrency(tunnels.clone(), Header::new(http::HeaderName::from_static("x-tenant")))
+        .layer(service);
+    let request = |upgrade: bool| {
+        let request = http::Request::get("/ws").header("x-tenant", "acme");
+        let request = if upgrade {
+            request.header("connection", "upgrade").header("upgrade", "websocket")
+        } else {
+            request
+        };
+        request.body(Body::empty()).unwrap()
+    };
+    let running = async || {
+        let lease = limiter.acquire(&tunnels, "acme").await.unwrap();
+        let running = !lease.is_admitted();
+        lease.release().await.unwrap();
+        running
+    };
+
+    // An ordinary request: no `InFlight`, the lease back when its body ends.
+    let response = app.clone().oneshot(request(false)).await.unwrap();
+    response.into_body().collect().await.unwrap();
+    assert!(kept.lock().unwrap().is_empty());
+    eventually("the lease given back", async || !running().await).await;
+
+    // A protocol switch: held after its body ended, while `InFlight` is kept.
+    let response = app.clone().oneshot(request(true)).await.unwrap();
+    response.into_body().collect().await.unwrap();
+    assert_eq!(kept.lock().unwrap().len(), 1);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(running().await, "the tunnel still counts");
+    let refused = app.clone().oneshot(request(true)).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    kept.lock().unwrap().clear();
+    eventually("the tunnel's lease given back", async || !running().await).await;
+    assert_eq!(app.oneshot(request(true)).await.unwrap().status(), StatusCode::OK);
+}

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use slidegate_tower::InFlight;
 use tokio::task::JoinSet;
 
 /// The tasks of a listener's connections (and of their WebSocket
@@ -13,19 +14,21 @@ pub(crate) type Tasks = Arc<Mutex<JoinSet<()>>>;
 
 /// Where a connection's protocol switch (a WebSocket) lives on: a task
 /// among the connections', holding the connection's place under the
-/// per-address cap until the tunnel closes.
+/// per-address cap — and the request's concurrency leases, if its route
+/// has `max_in_flight` limits — until the tunnel closes.
 #[derive(Clone)]
 pub(crate) struct TunnelHome {
     pub(crate) tasks: Tasks,
     pub(crate) slot: Arc<ConnectionSlot>,
+    pub(crate) in_flight: Option<InFlight>,
 }
 
 impl TunnelHome {
     /// Runs `tunnel` as one of the connections' tasks.
     pub(crate) fn spawn(self, tunnel: impl std::future::Future<Output = ()> + Send + 'static) {
-        let TunnelHome { tasks, slot } = self;
+        let TunnelHome { tasks, slot, in_flight } = self;
         tasks.lock().unwrap_or_else(PoisonError::into_inner).spawn(async move {
-            let _slot = slot;
+            let _held = (slot, in_flight);
             tunnel.await;
         });
     }

@@ -196,7 +196,7 @@ impl Gateway {
             .http2()
             .timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
-        let home = conn::TunnelHome { tasks: Arc::clone(tasks), slot: Arc::clone(&slot) };
+        let home = conn::TunnelHome { tasks: Arc::clone(tasks), slot: Arc::clone(&slot), in_flight: None };
         Some((GatewayService::new(self.clone(), peer, home), builder, slot))
     }
 }

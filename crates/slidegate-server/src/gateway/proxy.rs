@@ -21,7 +21,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
-use slidegate_tower::ClientIp;
+use slidegate_tower::{ClientIp, InFlight};
 
 use super::body::{GatewayBody, Upload, plain};
 use super::conn::TunnelHome;
@@ -294,7 +294,8 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
     // A shared copy (its bytes are the request's): the headers change below.
     let host = request_host_value(&request);
     let (mut parts, body) = request.into_parts();
-    let tunnels = parts.extensions.remove::<TunnelHome>();
+    let in_flight = parts.extensions.remove::<InFlight>();
+    let tunnels = parts.extensions.remove::<TunnelHome>().map(|home| TunnelHome { in_flight, ..home });
     if let Some(Deciding(started)) = parts.extensions.remove::<Deciding>() {
         // The limits admitted the request: their decision took this long.
         target.stats.store_call(started.elapsed());
