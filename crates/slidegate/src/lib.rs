@@ -77,7 +77,7 @@ pub use decision::{Decision, Source, State};
 pub use error::{Error, ErrorKind};
 pub use failure::FailurePolicy;
 pub use key::RateLimitKey;
-pub use limiter::{Lease, Limiter, LimiterBuilder, Reservation};
+pub use limiter::{Admission, Lease, Limiter, LimiterBuilder, Need, Needs, Reservation};
 pub use memory::{MemoryStore, MemoryStoreBuilder};
 pub use multi::{Dimension, MultiDecision, WeightedDimension};
 pub use penalty::Penalty;

@@ -6,6 +6,7 @@
 //! with (the Redis store in client-clock mode), and stores built by separate
 //! calls of the factory must not share state.
 
+pub mod admissions;
 pub mod apart;
 pub mod budgets;
 pub mod dimensions;
@@ -111,6 +112,8 @@ where
     reservations::ttl_commits_at_the_estimate(&s, &c).await;
     let (s, c) = fresh().await;
     reservations::settled_last_in_first_out(&s, &c).await;
+    let (s, c) = fresh().await;
+    admissions::all_or_nothing(s, &c).await;
 }
 
 /// N requests pass, the N+1th is denied, keys are independent.

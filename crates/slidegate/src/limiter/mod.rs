@@ -2,6 +2,7 @@
 //! failure policy, circuit breaker, deadline, deny cache and adaptive limits
 //! around the store.
 
+mod admit;
 mod batch;
 mod builder;
 mod guard;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+pub use admit::{Admission, Need, Needs};
 pub use builder::LimiterBuilder;
 pub use leases::Lease;
 pub use reservations::Reservation;
