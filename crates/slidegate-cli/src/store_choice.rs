@@ -226,6 +226,15 @@ impl Store for AnyStore {
         }
     }
 
+    async fn renew(&self, lease: &slidegate::store::LeaseRequest<'_>) -> Result<bool, Error> {
+        match self {
+            AnyStore::Service(store) => store.renew(lease).await,
+            AnyStore::Naive(_) | AnyStore::Ping(_) => {
+                Err(Error::new(slidegate::ErrorKind::Backend, "the baselines hold no leases"))
+            }
+        }
+    }
+
     async fn reserve(
         &self,
         reservation: &slidegate::store::ReservationRequest<'_>,
