@@ -147,8 +147,9 @@ LIBRARY_TARGETS = {
     12: ("reservations: Redis CPU per reserve + commit ≤ 1.3× a check's", {},
          "two script calls against a check's one share of a batched call: making one takes the check's fast "
          "path and writes the reservation's own key; settling reads and deletes it, gives back, and reports the "
-         "state after from the algorithm's whole code. Levers left: a commit at the estimate that reports nothing, "
-         "and settling a reservation inside the next check's call."),
+         "state after from the algorithm's whole code. Two calls are the floor: with no reservation key and a "
+         "commit that does nothing, a pair still costs 2.15× a batched check's instructions. Levers left: a "
+         "commit at the estimate that reads the state the fast way, settling inside the next check's call."),
     13: ("concurrency: Redis CPU per acquire + release ≤ 2× a check's", {},
          "six commands on a sorted set (prune, count, add, expire; score, remove) against a check's two; a "
          "packed string of leases (read and written whole, as the packed log) would be four."),
