@@ -7,6 +7,8 @@
 //! rules file's twin of the gateway's limit (the same counter, see
 //! `edges_agree`), with `POST /v1/peek`.
 
+#[path = "support/devtools.rs"]
+mod devtools;
 #[path = "support/edges.rs"]
 mod edges;
 mod support;
@@ -51,6 +53,16 @@ async fn budget(edges: &Edges, tenant: &str) -> (u64, u64) {
     (limit["remaining"].as_u64().expect("remaining"), limit["debt"].as_u64().expect("debt"))
 }
 
+/// What `/v1/stats` shows `identity` using of the route's `kind`
+/// (`limits` or `max_in_flight`) entry `i`: used, and the debt.
+async fn in_use(edges: &Edges, kind: &str, i: usize, identity: &str) -> Option<(u64, u64)> {
+    let (_, _, text) = support::http("GET", &edges.url("/v1/stats"), String::new(), &[]).await;
+    let stats: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let usage = stats["gateway"]["routes"][0][kind][i]["usage"].as_array()?.clone();
+    let used = usage.iter().find(|u| u["identity"] == identity)?;
+    Some((used["used"].as_u64()?, used["debt"].as_u64()?))
+}
+
 async fn get(edges: &Edges, path: &str, tenant: &str) -> u16 {
     support::http("GET", &edges.gateway_url(path), "", &[("x-tenant", tenant)]).await.0
 }
@@ -66,6 +78,11 @@ async fn a_route_s_budget_is_charged_what_the_upstream_says() {
     support::eventually("700 charged", async || budget(&edges, "acme").await == (300, 0)).await;
     assert_eq!(get(&edges, "/usage/700", "acme").await, 200);
     support::eventually("1,400 recorded", async || budget(&edges, "acme").await == (0, 400)).await;
+    // The status page's "in use", as the gateway charged it.
+    support::eventually("the use shown", async || {
+        in_use(&edges, "limits", 0, "gateway: route=llm, header:x-tenant=acme").await == Some((1400, 400))
+    })
+    .await;
     let before = upstream.requests();
     assert_eq!(get(&edges, "/usage/5", "acme").await, 429);
     assert_eq!(upstream.requests(), before, "denied before the upstream");
@@ -191,11 +208,28 @@ async fn in_flight(store: ServiceStore, redis: Option<&slidegate_testkit::RedisS
         let leases = redis.command("ZCARD sg:lease:events.streams:{acme}").expect("ZCARD");
         assert_eq!(leases, ":2", "the two leases are in Redis");
     }
+    let acme = "gateway: route=events, header:x-tenant=acme";
+    assert_eq!(in_use(&edges, "max_in_flight", 0, acme).await, Some((2, 0)), "two running, shown");
     let third = open("acme").await;
     assert_eq!(third.status(), 429, "two streams are running");
     assert!(third.headers().contains_key("retry-after"));
     assert_eq!(open("globex").await.status(), 200, "another tenant");
     first.into_body().collect().await.expect("the first stream to its end");
+    // The second (as long) may have ended too.
+    support::eventually("one running at most, shown", async || {
+        in_use(&edges, "max_in_flight", 0, acme).await.is_some_and(|(running, _)| running <= 1)
+    })
+    .await;
+    if redis.is_none() {
+        // On the page, in a real browser: the route's "in use" cell.
+        let mut page = devtools::Page::open(&edges.url("/")).await;
+        page.wait_for(
+            "the route's leases in use",
+            "/gateway: route=events, header:x-tenant=acme [0-2] of 2, /
+               .test(document.querySelector('#routes tr[data-route=events] td.in-use')?.textContent)",
+        )
+        .await;
+    }
     support::eventually("a place again", async || {
         let response = open("acme").await;
         response.status() == 200

@@ -161,7 +161,7 @@ async fn the_whole_page_shows_every_edge_a_ban_a_down_upstream_and_a_failed_relo
     assert!(misses.starts_with("1 request for unknown domains"), "{misses}");
     let broken = page.text("#routes tr[data-route=broken] td.upstream-errors").await;
     assert!(broken.starts_with("1 of 1"), "{broken}");
-    let login_latency = page.text("#routes tr[data-route=login] td:nth-child(11)").await;
+    let login_latency = page.text("#routes tr[data-route=login] td:nth-child(12)").await;
     assert!(login_latency.contains(" / "), "the upstream's answer times: {login_latency}");
 
     // Reset mallory from her row: her ban is lifted.

@@ -1,10 +1,13 @@
 //! Budgets charged what a response cost ([`RateLimitLayer::response_cost`](crate::RateLimitLayer::response_cost)):
 //! where the cost is read, and the charge made when the body ends.
 
+use std::sync::Arc;
+
 use http::{HeaderMap, HeaderName, Response};
 use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
 use slidegate::{Limiter, Rule, Store};
 
+use crate::Observer;
 use crate::body_end::BodyEnd;
 use crate::response::LimitedBody;
 
@@ -76,6 +79,7 @@ pub(crate) fn charge_when_done<S: Store, B: LimitedBody>(
     limiter: &Limiter<S>,
     budgets: Vec<(Rule, String)>,
     source: &ResponseCost,
+    observer: Option<&Arc<dyn Observer>>,
 ) -> Response<B> {
     let known = match response.extensions().get::<Cost>() {
         Some(&Cost(cost)) => Some(cost),
@@ -87,7 +91,7 @@ pub(crate) fn charge_when_done<S: Store, B: LimitedBody>(
             }
         },
     };
-    let (limiter, source) = (limiter.clone(), source.clone());
+    let (limiter, source, observer) = (limiter.clone(), source.clone(), observer.cloned());
     let end = BodyEnd::new(move |trailers| {
         let cost = match (known, trailers.map(|t| read(t, &source))) {
             (Some(cost), _) | (None, Some(Ok(Some(cost)))) => cost,
@@ -103,8 +107,15 @@ pub(crate) fn charge_when_done<S: Store, B: LimitedBody>(
         runtime.spawn(async move {
             let dimensions: Vec<(&Rule, &str, u32)> =
                 budgets.iter().map(|(rule, key)| (rule, key.as_str(), cost)).collect();
-            if let Err(error) = limiter.check_all_weighted(&dimensions).await {
-                tracing::warn!(target: "slidegate", %error, cost, "a response's cost could not be charged");
+            match limiter.check_all_weighted(&dimensions).await {
+                Ok(charged) => {
+                    if let Some(observer) = observer {
+                        for ((rule, key), after) in budgets.iter().zip(&charged.decisions) {
+                            observer.charged(rule, key, after);
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(target: "slidegate", %error, cost, "a response's cost could not be charged"),
             }
         });
     });

@@ -84,6 +84,8 @@ pub(crate) struct Config<S> {
     pub(crate) response_cost: Option<crate::ResponseCost>,
     /// Concurrency limits: a lease each, held until the response ends.
     pub(crate) leases: Vec<KeyedLease>,
+    /// Told of budgets charged and leases taken and given back.
+    pub(crate) observer: Option<Arc<dyn crate::Observer>>,
 }
 
 impl<S> Config<S> {
@@ -115,6 +117,7 @@ impl<S> Clone for Config<S> {
             cost: self.cost.clone(),
             response_cost: self.response_cost.clone(),
             leases: self.leases.clone(),
+            observer: self.observer.clone(),
         }
     }
 }

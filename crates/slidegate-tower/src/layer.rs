@@ -99,6 +99,7 @@ impl<S: Store> RateLimitLayer<S> {
                 cost: None,
                 response_cost: None,
                 leases: Vec::new(),
+                observer: None,
             }),
         }
     }
@@ -270,6 +271,14 @@ impl<S: Store> RateLimitLayer<S> {
     ) -> Self {
         let keyed = crate::config::KeyedLease { limit, key: Arc::new(key), missing };
         self.edit(|c| c.leases.push(keyed))
+    }
+
+    /// Tells `observer` what the layer holds and charges beyond its
+    /// answers: budgets charged when responses end, concurrency leases
+    /// taken and given back (see [`Observer`](crate::Observer)).
+    pub fn observer(self, observer: impl crate::Observer) -> Self {
+        let observer: Arc<dyn crate::Observer> = Arc::new(observer);
+        self.edit(|c| c.observer = Some(observer))
     }
 
     /// Answer limited requests the gRPC way (feature `tonic`): HTTP 200 with

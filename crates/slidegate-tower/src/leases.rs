@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use http::request::Parts;
 use http::{Method, Response, StatusCode, header};
-use slidegate::{Decision, Lease, Store};
+use slidegate::{ConcurrencyLimit, Decision, Lease, Store};
 use tokio::task::AbortHandle;
 
+use crate::Observer;
 use crate::body_end::BodyEnd;
 use crate::config::{Config, MissingKey};
 use crate::response::{LimitedBody, internal_error, limited, unavailable, unidentified};
@@ -65,6 +66,9 @@ pub(crate) async fn acquire_all<S: Store, B: LimitedBody>(
         if !lease.is_admitted() {
             return Err(refused(config, lease.decision(), json));
         }
+        if let Some(observer) = config.observer.as_ref().filter(|_| lease.is_held()) {
+            observer.acquired(lease.limit(), key, lease.decision());
+        }
         leases.push(lease);
     }
     Ok(leases)
@@ -84,11 +88,20 @@ fn refused<S, B: LimitedBody>(config: &Config<S>, denial: &Decision, json: bool)
 /// of the shortest ttl — while any clone of it lives.
 pub(crate) type Holding = Arc<dyn Any + Send + Sync>;
 
-/// Holds `leases` from now on (`None` when there are none).
-pub(crate) fn hold<S: Store>(leases: Vec<Lease<S>>) -> Option<Holding> {
+/// Holds `leases` (of `keys`, in order) from now on (`None` when there
+/// are none).
+pub(crate) fn hold<S: Store>(
+    leases: Vec<Lease<S>>,
+    config: &Config<S>,
+    keys: &[(usize, String)],
+) -> Option<Holding> {
     if leases.is_empty() {
         return None;
     }
+    let told = config.observer.clone().map(|observer| {
+        let held = leases.iter().zip(keys).filter(|(lease, _)| lease.is_held());
+        (observer, held.map(|(lease, (_, key))| (lease.limit().clone(), key.clone())).collect())
+    });
     let leases = Arc::new(leases);
     let period = shortest_ttl(&leases) / 3;
     let renewer = tokio::runtime::Handle::try_current().ok().map(|runtime| {
@@ -105,7 +118,7 @@ pub(crate) fn hold<S: Store>(leases: Vec<Lease<S>>) -> Option<Holding> {
             })
             .abort_handle()
     });
-    Some(Arc::new(Held { _leases: leases, renewer }))
+    Some(Arc::new(Held { _leases: leases, renewer, told }))
 }
 
 async fn renew<S: Store>(lease: &Lease<S>) {
@@ -125,12 +138,19 @@ struct Held<S: Store> {
     /// Held for its drop: the leases go back when the last holder goes.
     _leases: Arc<Vec<Lease<S>>>,
     renewer: Option<AbortHandle>,
+    /// The observer told when the leases (limit and key) go back.
+    told: Option<(Arc<dyn Observer>, Vec<(ConcurrencyLimit, String)>)>,
 }
 
 impl<S: Store> Drop for Held<S> {
     fn drop(&mut self) {
         if let Some(renewer) = &self.renewer {
             renewer.abort();
+        }
+        if let Some((observer, held)) = &self.told {
+            for (limit, key) in held {
+                observer.released(limit, key);
+            }
         }
     }
 }

@@ -54,6 +54,7 @@ pub mod headers;
 mod key;
 mod layer;
 mod leases;
+mod observe;
 mod response;
 mod service;
 
@@ -67,6 +68,7 @@ pub use key::MatchedPath;
 pub use key::{ClientIp, FromExtension, Global, Header, KeyExtractor, Path, PeerIp, peer_addr};
 pub use layer::RateLimitLayer;
 pub use leases::InFlight;
+pub use observe::Observer;
 pub use response::LimitedBody;
 pub use service::{AppliedRules, LimitedKeys, RateLimit};
 

@@ -140,7 +140,7 @@ where
         ResponseFuture::new(async move {
             // Leases first: a request over a concurrency limit is charged nothing.
             let leases = match acquire_all(&config, &lease_keys, json).await {
-                Ok(leases) => hold(leases),
+                Ok(leases) => hold(leases, &config, &lease_keys),
                 Err(response) => return Ok(response),
             };
             if let Some(held) = leases.as_ref().filter(|_| goes_on) {
@@ -186,7 +186,13 @@ where
                     .map(|&(rule, key)| (rule.clone(), key.to_owned()))
                     .collect();
                 if !budgets.is_empty() {
-                    response = charge_when_done(response, &config.limiter, budgets, source);
+                    response = charge_when_done(
+                        response,
+                        &config.limiter,
+                        budgets,
+                        source,
+                        config.observer.as_ref(),
+                    );
                 }
             }
             Ok(response)

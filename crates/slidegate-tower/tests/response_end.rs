@@ -267,3 +267,61 @@ async fn a_protocol_switch_keeps_its_lease_while_the_service_keeps_in_flight() {
     eventually("the tunnel's lease given back", async || !running().await).await;
     assert_eq!(app.oneshot(request(true)).await.unwrap().status(), StatusCode::OK);
 }
+
+/// An observer is told each lease taken and given back and each budget
+/// charged when a response ends, with the state after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_is_told_what_the_layer_holds_and_charges() {
+    use slidegate::{ConcurrencyLimit, Decision};
+    use slidegate_tower::Observer;
+    use std::sync::{Arc, Mutex};
+    use tower::{Layer as _, ServiceExt as _};
+
+    #[derive(Clone, Default)]
+    struct Told(Arc<Mutex<Vec<String>>>);
+    impl Observer for Told {
+        fn charged(&self, rule: &Rule, key: &str, after: &Decision) {
+            let told = format!(
+                "charged {} {key}: {} left, debt {}",
+                rule.name().unwrap_or("?"),
+                after.remaining,
+                after.debt
+            );
+            self.0.lock().unwrap().push(told);
+        }
+        fn acquired(&self, limit: &ConcurrencyLimit, key: &str, decision: &Decision) {
+            self.0.lock().unwrap().push(format!(
+                "acquired {} {key}: {} left",
+                limit.name(),
+                decision.remaining
+            ));
+        }
+        fn released(&self, limit: &ConcurrencyLimit, key: &str) {
+            self.0.lock().unwrap().push(format!("released {} {key}", limit.name()));
+        }
+    }
+
+    let told = Told::default();
+    let tokens = Rule::per_minute(NonZeroU32::new(1000).unwrap()).named("tokens").unwrap().budget();
+    let streams = ConcurrencyLimit::new("streams", 2, Duration::from_secs(60)).unwrap();
+    let tenant = || Header::new(http::HeaderName::from_static("x-tenant"));
+    let app = RateLimitLayer::new(Limiter::in_memory())
+        .rule(tokens, tenant())
+        .concurrency(streams, tenant())
+        .response_cost(ResponseCost::header("x-usage-tokens"))
+        .observer(told.clone())
+        .layer(tower::service_fn(|_: http::Request<Body>| async {
+            Ok::<_, Infallible>(([("x-usage-tokens", "1300")], "answer").into_response())
+        }));
+    let request = http::Request::get("/chat").header("x-tenant", "acme").body(Body::empty()).unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    assert_eq!(*told.0.lock().unwrap(), ["acquired streams acme: 1 left"]);
+    response.into_body().collect().await.unwrap();
+    eventually("the charge told", async || told.0.lock().unwrap().len() == 3).await;
+    let mut events = told.0.lock().unwrap().clone();
+    events.sort();
+    assert_eq!(
+        events,
+        ["acquired streams acme: 1 left", "charged tokens acme: 0 left, debt 300", "released streams acme"]
+    );
+}

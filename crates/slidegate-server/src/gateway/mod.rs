@@ -31,6 +31,7 @@ mod proxy;
 mod response;
 mod routing;
 mod upstream_conns;
+mod usage;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -162,11 +163,21 @@ impl Gateway {
         let table = self.current();
         let mut view = table.config.view();
         if let (Some(now), Some(routes)) = (rates_until, view["routes"].as_array_mut()) {
-            for (route, compiled) in routes.iter_mut().zip(&table.routes) {
+            for ((route, compiled), config) in routes.iter_mut().zip(&table.routes).zip(&table.config.routes)
+            {
                 let (admitted, limited) = compiled.rates.series(now);
                 route["admitted"] = admitted.into();
                 route["limited"] = limited.into();
                 route["upstream"] = compiled.health.view(now);
+                // What the budgets and `max_in_flight` limits hold.
+                for (view, limit) in route["limits"].as_array_mut().into_iter().flatten().zip(&config.limits)
+                {
+                    view["usage"] = serde_json::json!(limit.limit.usage.snapshot());
+                }
+                let in_flight = route["max_in_flight"].as_array_mut().into_iter().flatten();
+                for (view, limit) in in_flight.zip(&config.in_flight) {
+                    view["usage"] = serde_json::json!(limit.usage.snapshot());
+                }
             }
         }
         view

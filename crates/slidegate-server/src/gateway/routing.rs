@@ -31,6 +31,7 @@ use super::head::request_host;
 use super::health::UpstreamHealth;
 use super::path::{Refused, normalize};
 use super::proxy::{Clients, Deciding, Proxy, Target};
+use super::usage::RouteUsage;
 use crate::ServiceStore;
 use crate::config::{ConfigError, ConfigErrors, DEFAULT_MESSAGE, GatewayConfig, KeySpec, Route, match_order};
 use crate::decide::stats::{Edge, Rates, ServiceStats, now_s};
@@ -144,6 +145,9 @@ impl Table {
                     }
                     KeySpec::Header(name) => layer.concurrency_or(limit, Header::new(name.clone()), missing),
                 };
+            }
+            if let Some(usage) = RouteUsage::of(route) {
+                layer = layer.observer(usage);
             }
             let before = previous.and_then(|p| p.route_named(&route.name));
             let rates = before.map_or_else(Arc::default, |r| Arc::clone(&r.rates));

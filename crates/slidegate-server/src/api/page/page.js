@@ -141,6 +141,10 @@ function renderGateway(gateway) {
     const inFlight = (route.max_in_flight || []).map(l => l.limit + " (" + l.key + "): at most " + l.max_in_flight + " at once");
     const limits = route.limits.map(describeLimit).concat(inFlight);
     cell(row, limits.length ? limits.join("; ") : "none");
+    const held = route.limits.map(l => [l.rule, l.usage]).concat((route.max_in_flight || []).map(l => [l.limit, l.usage]))
+      .filter(([, usage]) => usage && usage.length);
+    cell(row, held.map(([name, usage]) => name + ": " + describeUsage(usage)).join("; "), "in-use").dataset.sort =
+      held.reduce((most, [, usage]) => Math.max(most, ...usage.map(u => u.used)), 0);
     cell(row, String(lastSecond(route.admitted)), "admitted-now");
     cell(row, String(lastSecond(route.limited)), "limited-now");
     cell(row, "").appendChild(sparkline(route.admitted, route.limited));

@@ -131,7 +131,7 @@ pub(super) fn limits(
                 continue;
             }
             match ConcurrencyLimit::new(&rule_name, max, ttl) {
-                Ok(limit) => in_flight.push(RouteInFlight { limit, key, missing }),
+                Ok(limit) => in_flight.push(RouteInFlight { limit, key, missing, usage: Arc::default() }),
                 Err(error) => builder.error(at, format!("`max_in_flight: {max}`: {error}")),
             }
             continue;

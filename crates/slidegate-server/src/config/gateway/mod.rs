@@ -29,6 +29,7 @@ use slidegate_tower::{ForwardedHeader, MissingKey};
 
 use super::error::{ConfigError, ConfigErrors};
 use super::limit::Limit;
+use crate::decide::stats::Usage;
 pub(crate) use order::match_order;
 
 /// A limited response's body unless `message` says otherwise (a ban's
@@ -207,6 +208,8 @@ pub struct RouteInFlight {
     pub key: KeySpec,
     /// What a request without the key does.
     pub missing: MissingKey,
+    /// Its leases running, for the identities seen last (the status page's).
+    pub(crate) usage: Arc<Usage>,
 }
 
 /// How long a gateway lease is held without a renewal: the gateway renews
