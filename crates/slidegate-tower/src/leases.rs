@@ -138,9 +138,12 @@ struct Held<S: Store> {
     /// Held for its drop: the leases go back when the last holder goes.
     _leases: Arc<Vec<Lease<S>>>,
     renewer: Option<AbortHandle>,
-    /// The observer told when the leases (limit and key) go back.
-    told: Option<(Arc<dyn Observer>, Vec<(ConcurrencyLimit, String)>)>,
+    /// The observer told when the leases go back.
+    told: Option<Told>,
 }
+
+/// An observer, and the leases (limit and key) to tell it of.
+type Told = (Arc<dyn Observer>, Vec<(ConcurrencyLimit, String)>);
 
 impl<S: Store> Drop for Held<S> {
     fn drop(&mut self) {
