@@ -10,7 +10,7 @@
 mod support;
 
 use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use slidegate::{ConcurrencyLimit, FailurePolicy, Limiter};
@@ -92,13 +92,7 @@ fn lease_worker() {
 
 /// This binary, run as a worker.
 fn worker(mode: &str, url: &str, prefix: &str, tasks: usize) -> Child {
-    Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["lease_worker", "--exact", "--nocapture", "--test-threads", "1"])
-        .env(WORKER, format!("{mode}|{url}|{prefix}|{tasks}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn a worker")
+    support::worker_process("lease_worker", WORKER, &format!("{mode}|{url}|{prefix}|{tasks}"))
 }
 
 /// The most intervals of `held` that overlap at one instant.

@@ -11,7 +11,7 @@
 mod support;
 
 use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use slidegate::{FailurePolicy, LeaseId, Limiter, Rule};
@@ -103,13 +103,7 @@ fn reserve_worker() {
 
 /// This binary, run as a worker.
 fn worker(mode: &str, url: &str, prefix: &str, tasks: usize) -> Child {
-    Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["reserve_worker", "--exact", "--nocapture", "--test-threads", "1"])
-        .env(WORKER, format!("{mode}|{url}|{prefix}|{tasks}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn a worker")
+    support::worker_process("reserve_worker", WORKER, &format!("{mode}|{url}|{prefix}|{tasks}"))
 }
 
 /// One reservation as a client saw it: held from `start` to `end` (µs,

@@ -22,6 +22,19 @@ pub fn unique_prefix(test: &str) -> String {
     format!("t:{test}:{}:", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// This test binary run again as a worker process: only the test
+/// `test` (which returns at once unless `var` is set), with `var` set to
+/// `spec`; its stdout piped back.
+pub fn worker_process(test: &str, var: &str, spec: &str) -> std::process::Child {
+    Command::new(std::env::current_exe().expect("the test binary"))
+        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(var, spec)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("spawn a worker")
+}
+
 pub fn server() -> RedisServer {
     RedisServer::start().expect("start redis-server (apt-get install redis-server)")
 }
