@@ -22,7 +22,7 @@ async fn admissions_are_all_or_nothing_under_concurrency() {
     let limiter = Limiter::builder(store).failure_policy(FailurePolicy::Fail).no_deny_cache().build();
     let streams = ConcurrencyLimit::new("streams", 5, Duration::from_secs(30)).expect("limit");
     let tokens =
-        Rule::new(3_200, Duration::from_secs(60)).and_then(|r| r.named("tokens")).expect("rule").budget();
+        Rule::new(4_000, Duration::from_secs(60)).and_then(|r| r.named("tokens")).expect("rule").budget();
     let requests = Rule::new(150, Duration::from_secs(60)).and_then(|r| r.named("requests")).expect("rule");
 
     let running = Arc::new(AtomicU32::new(0));
@@ -90,7 +90,7 @@ async fn admissions_are_all_or_nothing_under_concurrency() {
         limiter.peek_all_weighted(&[(&requests, "acme", 1), (&tokens, "acme", 1)]).await.expect("peek");
     assert_eq!(u64::from(150 - peeked.decisions[0].remaining), admitted, "refusals {refusals:?}");
     let committed = committed.load(Ordering::Relaxed);
-    assert_eq!(u64::from(3_200 - peeked.decisions[1].remaining), committed, "the budget counts the commits");
+    assert_eq!(u64::from(4_000 - peeked.decisions[1].remaining), committed, "the budget counts the commits");
     let lease = limiter.acquire(&streams, "acme").await.expect("acquire");
     assert_eq!(lease.decision().remaining, 4, "every lease back");
 }

@@ -66,9 +66,6 @@ pub(crate) async fn acquire_all<S: Store, B: LimitedBody>(
         if !lease.is_admitted() {
             return Err(refused(config, lease.decision(), json));
         }
-        if let Some(observer) = config.observer.as_ref().filter(|_| lease.is_held()) {
-            observer.acquired(lease.limit(), key, lease.decision());
-        }
         leases.push(lease);
     }
     Ok(leases)
@@ -98,9 +95,14 @@ pub(crate) fn hold<S: Store>(
     if leases.is_empty() {
         return None;
     }
+    // Told here, with the leases' return in the same `Held`: every lease
+    // told taken is told given back.
     let told = config.observer.clone().map(|observer| {
-        let held = leases.iter().zip(keys).filter(|(lease, _)| lease.is_held());
-        (observer, held.map(|(lease, (_, key))| (lease.limit().clone(), key.clone())).collect())
+        let held: Vec<_> = leases.iter().zip(keys).filter(|(lease, _)| lease.is_held()).collect();
+        for (lease, (_, key)) in &held {
+            observer.acquired(lease.limit(), key, lease.decision());
+        }
+        (observer, held.into_iter().map(|(lease, (_, key))| (lease.limit().clone(), key.clone())).collect())
     });
     let leases = Arc::new(leases);
     let period = shortest_ttl(&leases) / 3;

@@ -305,23 +305,38 @@ async fn an_observer_is_told_what_the_layer_holds_and_charges() {
     let tokens = Rule::per_minute(NonZeroU32::new(1000).unwrap()).named("tokens").unwrap().budget();
     let streams = ConcurrencyLimit::new("streams", 2, Duration::from_secs(60)).unwrap();
     let tenant = || Header::new(http::HeaderName::from_static("x-tenant"));
+    // A second limit, of one at once for everybody.
+    let everybody = ConcurrencyLimit::new("everybody", 1, Duration::from_secs(60)).unwrap();
     let app = RateLimitLayer::new(Limiter::in_memory())
         .rule(tokens, tenant())
         .concurrency(streams, tenant())
+        .concurrency(everybody, slidegate_tower::Global)
         .response_cost(ResponseCost::header("x-usage-tokens"))
         .observer(told.clone())
         .layer(tower::service_fn(|_: http::Request<Body>| async {
             Ok::<_, Infallible>(([("x-usage-tokens", "1300")], "answer").into_response())
         }));
     let request = http::Request::get("/chat").header("x-tenant", "acme").body(Body::empty()).unwrap();
-    let response = app.oneshot(request).await.unwrap();
-    assert_eq!(*told.0.lock().unwrap(), ["acquired streams acme: 1 left"]);
+    let response = app.clone().oneshot(request).await.unwrap();
+    let taken = ["acquired streams acme: 1 left", "acquired everybody global: 0 left"];
+    assert_eq!(*told.0.lock().unwrap(), taken);
+    // Refused by the second limit: its first lease, given back at once,
+    // is told neither taken nor given back.
+    let request = http::Request::get("/chat").header("x-tenant", "acme").body(Body::empty()).unwrap();
+    assert_eq!(app.oneshot(request).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(*told.0.lock().unwrap(), taken);
     response.into_body().collect().await.unwrap();
-    eventually("the charge told", async || told.0.lock().unwrap().len() == 3).await;
+    eventually("the charge told", async || told.0.lock().unwrap().len() == 5).await;
     let mut events = told.0.lock().unwrap().clone();
     events.sort();
     assert_eq!(
         events,
-        ["acquired streams acme: 1 left", "charged tokens acme: 0 left, debt 300", "released streams acme"]
+        [
+            "acquired everybody global: 0 left",
+            "acquired streams acme: 1 left",
+            "charged tokens acme: 0 left, debt 300",
+            "released everybody global",
+            "released streams acme"
+        ]
     );
 }

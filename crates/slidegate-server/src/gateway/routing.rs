@@ -60,6 +60,27 @@ pub(crate) struct Table {
     key_headers: Vec<Vec<http::HeaderName>>,
 }
 
+/// What the budgets and `max_in_flight` limits of `config` that `previous`
+/// had under the same names hold, taken over (the status page's "in
+/// use"): a limit's leases count on one record across a reload, so those
+/// taken before it are told given back where they are counted.
+fn keep_usage(config: &mut GatewayConfig, previous: &GatewayConfig) {
+    for route in &mut config.routes {
+        let Some(before) = previous.routes.iter().find(|r| r.name == route.name) else { continue };
+        for limit in &route.limits {
+            if let Some(same) = before.limits.iter().find(|l| l.rule().is_some() && l.rule() == limit.rule())
+            {
+                limit.limit.usage.adopt(&same.limit.usage);
+            }
+        }
+        for in_flight in &mut route.in_flight {
+            if let Some(same) = before.in_flight.iter().find(|l| l.limit == in_flight.limit) {
+                in_flight.usage = Arc::clone(&same.usage);
+            }
+        }
+    }
+}
+
 /// The key of a gateway-wide limit counted per route.
 struct RouteName(Arc<str>);
 
@@ -79,6 +100,10 @@ impl Table {
         stats: &Arc<ServiceStats>,
         previous: Option<&Table>,
     ) -> Result<Table, ConfigErrors> {
+        let mut config = config;
+        if let Some(previous) = previous {
+            keep_usage(&mut config, &previous.config);
+        }
         let settings = &config.settings;
         for warning in &config.warnings {
             tracing::warn!(target: "slidegate", "{warning}");

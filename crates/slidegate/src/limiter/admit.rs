@@ -68,8 +68,8 @@ pub struct Admission<S: Store> {
     pub leases: Vec<Lease<S>>,
     /// The reservations, in the order asked (empty when refused).
     pub reservations: Vec<Reservation<S>>,
-    /// The checks' decisions (`None` when something before them refused:
-    /// they were not asked).
+    /// The checks' decisions (`None` when none were asked for, or
+    /// something before them refused).
     pub checks: Option<MultiDecision>,
     refused: Option<(Need, Decision)>,
 }
@@ -113,12 +113,14 @@ struct Taken<S: Store> {
 impl<S: Store> Taken<S> {
     /// Gives everything back now, waiting for the store.
     async fn give_back(&mut self) {
-        for lease in std::mem::take(&mut self.leases) {
+        // One at a time: what is left stays here for `Drop` if this
+        // future is dropped mid-way.
+        while let Some(lease) = self.leases.pop() {
             if let Err(error) = lease.release().await {
                 tracing::warn!(target: "slidegate", %error, "a lease taken for a refused request could not be given back; it comes back when its ttl passes");
             }
         }
-        for reservation in std::mem::take(&mut self.reservations) {
+        while let Some(reservation) = self.reservations.pop() {
             if let Err(error) = reservation.cancel().await {
                 tracing::warn!(target: "slidegate", %error, "a reservation made for a refused request could not be cancelled; it stays charged at its estimate until its ttl passes");
             }
