@@ -20,7 +20,7 @@ use crate::decide::Decider;
 use crate::gateway::Gateway;
 use crate::runtime::accept::{Connection, accept, api, lock};
 use crate::runtime::exporter::prometheus;
-use crate::runtime::reload::{Reloader, Seen};
+use crate::runtime::reload::{Reloader, Seen, certificate_files};
 use crate::runtime::status::ServiceStatus;
 use crate::runtime::watch::hangup_task;
 use crate::store::Probing;
@@ -219,9 +219,12 @@ pub async fn serve(
     }
     let (rules_path, gateway_path) = (config.rules.clone(), config.gateway.clone());
     let (seen, loaded, gateway_config) = tokio::task::spawn_blocking(move || {
-        let seen = Seen::now(rules_path.as_deref(), gateway_path.as_deref());
+        let seen = Seen::now(rules_path.as_deref(), gateway_path.as_deref(), &[]);
         let rules = rules_path.as_deref().map_or_else(|| Ok(Config::default()), Config::load);
         let gateway = gateway_path.as_deref().map(GatewayConfig::load).transpose();
+        // The certificates were read with the gateway file: stamped after.
+        let certificates = certificate_files(gateway.as_ref().ok().and_then(Option::as_ref));
+        let seen = seen.with_certificates(&certificates);
         (seen, rules, gateway)
     })
     .await
@@ -316,9 +319,13 @@ pub async fn serve(
     }
     if let (Some(listener), Some(gateway)) = (listeners.gateway, gateway) {
         let tasks = connections.clone();
+        // Whether the listener speaks TLS is settled here, by the gateway
+        // file it starts with (a reload changes certificates, not that).
+        let tls =
+            gateway.tls_acceptor().map_err(|e| ServeError::Setting(format!("the gateway's TLS: {e}")))?;
         let make = move |peer: SocketAddr| {
-            let (service, builder, slot) = gateway.connection(peer, &tasks)?;
-            Some(Connection { service, builder, slot: Some(slot) })
+            let (service, builder, slot) = gateway.connection(peer, &tasks, tls.is_some())?;
+            Some(Connection { service, builder, slot: Some(slot), tls: tls.clone() })
         };
         accepting.spawn(accept(listener, make, drained.clone(), connections.clone(), config.header_timeout));
     }

@@ -45,5 +45,5 @@ pub use redis_cluster::RedisCluster;
 pub use redis_sentinel::{MASTER_NAME, RedisSentinel};
 pub use redis_server::{RedisServer, RedisServerBuilder, free_port};
 pub use tcp_proxy::TcpProxy;
-pub use tls::{Pki, TlsServer};
+pub use tls::{Pki, TestCa, TlsServer};
 pub use upstream::{Upstream, UpstreamBuilder};

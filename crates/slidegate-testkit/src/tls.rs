@@ -43,6 +43,51 @@ impl Pki {
     }
 }
 
+/// A certificate authority of its own, issuing server certificates for
+/// any names (a gateway's, chosen by SNI).
+pub struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+    /// Its certificate (PEM), for clients to trust.
+    pub ca_pem: String,
+}
+
+impl std::fmt::Debug for TestCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TestCa")
+    }
+}
+
+impl TestCa {
+    /// A new CA named `name`.
+    ///
+    /// # Panics
+    ///
+    /// If rcgen fails (a test helper).
+    pub fn new(name: &str) -> TestCa {
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, name);
+        let issuer = CertifiedIssuer::self_signed(ca, KeyPair::generate().expect("CA key")).expect("CA");
+        let ca_pem = issuer.pem();
+        TestCa { issuer, ca_pem }
+    }
+
+    /// A server certificate for `names` (DNS names or IP addresses) and
+    /// its private key, both PEM.
+    ///
+    /// # Panics
+    ///
+    /// If rcgen fails (a test helper).
+    pub fn issue(&self, names: &[&str]) -> (String, String) {
+        let key = KeyPair::generate().expect("server key");
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>()).expect("names");
+        params.distinguished_name.push(DnType::CommonName, names.first().copied().unwrap_or("server"));
+        let certificate = params.signed_by(&key, &self.issuer).expect("server certificate");
+        (certificate.pem(), key.serialize_pem())
+    }
+}
+
 impl Default for Pki {
     fn default() -> Pki {
         Pki::new()

@@ -32,7 +32,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", env = "SLIDEGATE_GATEWAY")]
     pub gateway: Option<PathBuf>,
 
-    /// The gateway's proxy listens here (with `--gateway`).
+    /// The gateway's proxy listens here (with `--gateway`); HTTPS when the
+    /// gateway file has a `tls:` block.
     #[arg(long, value_name = "ADDR", env = "SLIDEGATE_GATEWAY_ADDR", default_value = "0.0.0.0:8000", value_parser = parse_addr)]
     pub gateway_addr: SocketAddr,
 

@@ -64,7 +64,7 @@ fn api(clock: &ManualClock) -> Api {
         decider: Decider::new(limiter, rules.clone()),
         families: Families::new(true, true, true),
         status: Arc::clone(&status),
-        reloader: Reloader::with_gateway(rules, None, None, status, Seen::now(None, None)),
+        reloader: Reloader::with_gateway(rules, None, None, status, Seen::now(None, None, &[])),
         metrics: None,
         admin_token: None,
         store_kind: "memory",

@@ -238,6 +238,12 @@ impl Stamps {
             Err(errors) => Err(errors.to_string()),
         })
     }
+
+    /// The stamps of `files`, each as it is (a missing one stamped so).
+    pub(crate) fn of_files<'a>(files: impl IntoIterator<Item = &'a Path>) -> Stamps {
+        let stamp = |file: &Path| fs::metadata(file).ok().map(|meta| Stamp::of(&meta));
+        Stamps(Ok(files.into_iter().map(|file| (file.to_owned(), stamp(file))).collect()))
+    }
 }
 
 impl Stamp {

@@ -39,8 +39,9 @@ pub use files::{MAX_FILE_BYTES, MAX_FILES};
 pub(crate) use files::{Stamps, read};
 pub(crate) use gateway::{DEFAULT_MESSAGE, match_order};
 pub use gateway::{
-    GatewayConfig, HostMatch, IN_FLIGHT_TTL, KeySpec, MAX_HEADER_BYTES, MAX_PART_LEN, MAX_ROUTES,
+    GatewayConfig, GatewayTls, HostMatch, IN_FLIGHT_TTL, KeySpec, MAX_HEADER_BYTES, MAX_PART_LEN, MAX_ROUTES,
     MAX_UPSTREAMS, MIN_HEADER_BYTES, Route, RouteInFlight, RouteLimit, Settings as GatewaySettings,
+    TlsCertificate,
 };
 pub use limit::{Enforcement, Limit};
 pub(crate) use rules::Rules;

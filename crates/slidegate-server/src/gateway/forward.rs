@@ -23,6 +23,11 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
+/// In a request's extensions when its connection came over TLS: the
+/// forwarding headers say `https`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OverTls;
+
 /// Whether `headers` ask to switch protocols (`Connection: upgrade` and an
 /// `Upgrade`), e.g. a WebSocket handshake.
 pub(super) fn is_upgrade(headers: &HeaderMap) -> bool {
@@ -99,7 +104,9 @@ pub(super) fn set_forwarding(
     peer: SocketAddr,
     trusted: bool,
     host_value: Option<&HeaderValue>,
+    https: bool,
 ) {
+    let proto = if https { "https" } else { "http" };
     let host = host_value.and_then(|h| h.to_str().ok());
     let ip = peer.ip().to_canonical();
     let mut xff = String::with_capacity(64);
@@ -123,7 +130,7 @@ pub(super) fn set_forwarding(
     push_ip(&mut xff, ip);
     set(headers, X_FORWARDED_FOR, xff);
     if !trusted || !headers.contains_key(X_FORWARDED_PROTO) {
-        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(proto));
     }
     if let (Some(value), Some(_)) = (host_value, host)
         && (!trusted || !headers.contains_key(X_FORWARDED_HOST))
@@ -134,7 +141,8 @@ pub(super) fn set_forwarding(
     let v6 = ip.is_ipv6();
     forwarded.push_str(if v6 { "for=\"[" } else { "for=" });
     push_ip(&mut forwarded, ip);
-    forwarded.push_str(if v6 { "]\";proto=http" } else { ";proto=http" });
+    forwarded.push_str(if v6 { "]\";proto=" } else { ";proto=" });
+    forwarded.push_str(proto);
     if let Some(host) = host {
         forwarded.push_str(";host=\"");
         forwarded.extend(host.chars().filter(|c| *c != '"' && *c != '\\'));
@@ -271,6 +279,7 @@ mod tests {
             peer("203.0.113.9:5000"),
             false,
             Some(&HeaderValue::from_static("example.com")),
+            false,
         );
         assert_eq!(h[X_FORWARDED_FOR], "203.0.113.9");
         assert_eq!(h[X_FORWARDED_PROTO], "http");
@@ -284,10 +293,10 @@ mod tests {
         h.append(X_FORWARDED_FOR, HeaderValue::from_static("198.51.100.1"));
         h.append(X_FORWARDED_FOR, HeaderValue::from_static("10.0.0.2"));
         h.insert(X_FORWARDED_PROTO, HeaderValue::from_static("https"));
-        set_forwarding(&mut h, peer("[::ffff:10.0.0.1]:5000"), true, None);
+        set_forwarding(&mut h, peer("[::ffff:10.0.0.1]:5000"), true, None, false);
         assert_eq!(h[X_FORWARDED_FOR], "198.51.100.1, 10.0.0.2, 10.0.0.1");
         assert_eq!(h[X_FORWARDED_PROTO], "https");
-        set_forwarding(&mut h, peer("[2001:db8::1]:5000"), true, None);
-        assert_eq!(h[header::FORWARDED], "for=10.0.0.1;proto=http, for=\"[2001:db8::1]\";proto=http");
+        set_forwarding(&mut h, peer("[2001:db8::1]:5000"), true, None, true);
+        assert_eq!(h[header::FORWARDED], "for=10.0.0.1;proto=http, for=\"[2001:db8::1]\";proto=https");
     }
 }

@@ -30,6 +30,7 @@ mod path;
 mod proxy;
 mod response;
 mod routing;
+mod tls;
 mod upstream_conns;
 mod usage;
 
@@ -108,6 +109,13 @@ impl Gateway {
     /// their names keep their rates).
     pub(crate) fn build(&self, config: GatewayConfig) -> Result<Table, ConfigErrors> {
         let inner = &self.inner;
+        // The listener speaks TLS or not from its start.
+        if config.tls.is_some() != self.current().config.tls.is_some() {
+            let now = if config.tls.is_some() { "adds" } else { "removes" };
+            let message =
+                format!("the file {now} `tls`: the listener turns HTTPS on or off only at a restart");
+            return Err(ConfigErrors(vec![crate::config::ConfigError::whole(&config.file, message)]));
+        }
         Table::build(config, &inner.limiter, inner.families, &inner.stats, Some(&self.current()))
     }
 
@@ -186,11 +194,12 @@ impl Gateway {
     /// A new connection from `peer`: the service and server settings to
     /// run it with, and its slot under the per-address cap (`None` when
     /// `peer` already holds as many connections as it may). Its WebSocket
-    /// tunnels run among `tasks`.
+    /// tunnels run among `tasks`; `https`: it came over TLS.
     pub(crate) fn connection(
         &self,
         peer: SocketAddr,
         tasks: &Tasks,
+        https: bool,
     ) -> Option<(GatewayService, auto::Builder<TokioExecutor>, Arc<ConnectionSlot>)> {
         let table = self.current();
         let settings = &table.config.settings;
@@ -208,6 +217,6 @@ impl Gateway {
             .timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
         let home = conn::TunnelHome { tasks: Arc::clone(tasks), slot: Arc::clone(&slot), in_flight: None };
-        Some((GatewayService::new(self.clone(), peer, home), builder, slot))
+        Some((GatewayService::new(self.clone(), peer, home, https), builder, slot))
     }
 }

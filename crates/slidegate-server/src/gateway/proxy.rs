@@ -25,7 +25,7 @@ use slidegate_tower::{ClientIp, InFlight};
 
 use super::body::{GatewayBody, Upload, plain};
 use super::conn::TunnelHome;
-use super::forward::{is_upgrade, remove_hop_by_hop, set_forwarding};
+use super::forward::{OverTls, is_upgrade, remove_hop_by_hop, set_forwarding};
 use super::head::request_host_value;
 use super::health::UpstreamHealth;
 use super::response::{Late, answer, error_chain, respond};
@@ -296,6 +296,7 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
     let (mut parts, body) = request.into_parts();
     let in_flight = parts.extensions.remove::<InFlight>();
     let tunnels = parts.extensions.remove::<TunnelHome>().map(|home| TunnelHome { in_flight, ..home });
+    let https = parts.extensions.get::<OverTls>().is_some();
     if let Some(Deciding(started)) = parts.extensions.remove::<Deciding>() {
         // The limits admitted the request: their decision took this long.
         target.stats.store_call(started.elapsed());
@@ -304,7 +305,7 @@ async fn forward(target: &Target, mut request: Request<Incoming>) -> Response<Ga
     remove_hop_by_hop(&mut headers, upgrade);
     if let Some(peer) = peer {
         let trusted = target.trust.trusts(peer.ip());
-        set_forwarding(&mut headers, peer, trusted, host.as_ref());
+        set_forwarding(&mut headers, peer, trusted, host.as_ref(), https);
     }
     match host {
         Some(host) if target.preserve_host && !target.http2 => {

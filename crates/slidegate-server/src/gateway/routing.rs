@@ -25,7 +25,7 @@ use tower_layer::Layer as _;
 use super::body::{GatewayBody, plain};
 use super::conn::TunnelHome;
 use super::counter::ServiceKey;
-use super::forward::is_upgrade;
+use super::forward::{OverTls, is_upgrade};
 use super::head;
 use super::head::request_host;
 use super::health::UpstreamHealth;
@@ -283,11 +283,18 @@ pub(crate) struct GatewayService {
     gateway: super::Gateway,
     peer: SocketAddr,
     tunnels: TunnelHome,
+    /// The connection came over TLS.
+    https: bool,
 }
 
 impl GatewayService {
-    pub(crate) fn new(gateway: super::Gateway, peer: SocketAddr, tunnels: TunnelHome) -> GatewayService {
-        GatewayService { gateway, peer, tunnels }
+    pub(crate) fn new(
+        gateway: super::Gateway,
+        peer: SocketAddr,
+        tunnels: TunnelHome,
+        https: bool,
+    ) -> GatewayService {
+        GatewayService { gateway, peer, tunnels, https }
     }
 }
 
@@ -306,6 +313,9 @@ impl tower_service::Service<Request<Incoming>> for GatewayService {
         let started = Instant::now();
         // The peer, for the key extractors and the forwarding headers.
         request.extensions_mut().insert(self.peer);
+        if self.https {
+            request.extensions_mut().insert(OverTls);
+        }
         // Where a WebSocket tunnel of this connection would run.
         if is_upgrade(request.headers()) {
             request.extensions_mut().insert(self.tunnels.clone());

@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
 
 use super::connection_io::{HeaderBlocks, Unvectored};
 use crate::gateway::{ConnectionSlot, Tasks};
@@ -32,6 +34,8 @@ pub(crate) struct Connection<S> {
     pub(crate) builder: auto::Builder<TokioExecutor>,
     /// Its place under a per-address cap, held while it is open.
     pub(crate) slot: Option<Arc<ConnectionSlot>>,
+    /// The TLS it speaks (the gateway's, with a `tls:` block), if any.
+    pub(crate) tls: Option<TlsAcceptor>,
 }
 
 /// An API's connections: all served alike, uncapped; a request's head
@@ -42,7 +46,7 @@ pub(crate) fn api<S: Clone>(
 ) -> impl FnMut(SocketAddr) -> Option<Connection<S>> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout);
-    move |_| Some(Connection { service: app.clone(), builder: builder.clone(), slot: None })
+    move |_| Some(Connection { service: app.clone(), builder: builder.clone(), slot: None, tls: None })
 }
 
 /// Accepts connections on `listener` until `stop`, each served (HTTP/1 or
@@ -94,7 +98,7 @@ pub(crate) async fn accept<M, S, B>(
             },
             () = stopped(&mut stop) => break,
         };
-        let Some(Connection { service, builder, slot }) = make(peer) else {
+        let Some(Connection { service, builder, slot, tls }) = make(peer) else {
             tracing::debug!(target: "slidegate", %peer, "connection refused: too many from this address");
             continue;
         };
@@ -120,13 +124,47 @@ pub(crate) async fn accept<M, S, B>(
                 () = stopped(&mut closing) => return,
             }
             let service = TowerToHyperService::new(service);
-            let io = Unvectored(TokioIo::new(HeaderBlocks::new(stream, header_timeout)));
-            let connection =
-                builder.serve_connection_with_upgrades(io, service).into_owned();
-            let _ = watcher.watch(connection).await;
+            let Some(tls) = tls else {
+                return serve(stream, &builder, service, watcher, header_timeout).await;
+            };
+            // The handshake, bounded as a request's head is.
+            let handshake = tokio::select! {
+                done = tokio::time::timeout(header_timeout, tls.accept(stream)) => done,
+                () = stopped(&mut closing) => return,
+            };
+            match handshake {
+                Ok(Ok(stream)) => serve(stream, &builder, service, watcher, header_timeout).await,
+                Ok(Err(error)) => tracing::debug!(target: "slidegate", %peer, %error, "TLS handshake failed"),
+                Err(_) => tracing::debug!(target: "slidegate", %peer, "connection closed: TLS handshake not done in time"),
+            }
         });
     }
     drop(listener);
     // Signals every connection; they end in their own tasks.
     tokio::spawn(graceful.shutdown());
+}
+
+/// Serves HTTP (1 or 2, with protocol switches) on `io` until it closes
+/// or the graceful shutdown `watcher` ends it.
+async fn serve<IO, S, B>(
+    io: IO,
+    builder: &auto::Builder<TokioExecutor>,
+    service: TowerToHyperService<S>,
+    watcher: Watcher,
+    header_timeout: Duration,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let io = Unvectored(TokioIo::new(HeaderBlocks::new(io, header_timeout)));
+    let connection = builder.serve_connection_with_upgrades(io, service).into_owned();
+    let _ = watcher.watch(connection).await;
 }

@@ -37,16 +37,32 @@ pub(crate) struct Reloader {
     last_read: Arc<tokio::sync::Mutex<Option<Seen>>>,
 }
 
-/// What the files of a reload looked like when it read them: the rules'
-/// and the gateway file's [`Stamps`].
+/// What the files of a reload looked like when it read them: the rules',
+/// the gateway file's and its certificates' [`Stamps`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Seen(Option<Stamps>, Option<Stamps>);
+pub(crate) struct Seen(Option<Stamps>, Option<Stamps>, Stamps);
 
 impl Seen {
-    /// The stamps of the files at `rules` and `gateway` now.
-    pub(crate) fn now(rules: Option<&Path>, gateway: Option<&Path>) -> Seen {
-        Seen(rules.map(Stamps::of), gateway.map(Stamps::of))
+    /// The stamps of the files at `rules` and `gateway`, and of the
+    /// certificate files `certificates`, now.
+    pub(crate) fn now(rules: Option<&Path>, gateway: Option<&Path>, certificates: &[PathBuf]) -> Seen {
+        Seen(
+            rules.map(Stamps::of),
+            gateway.map(Stamps::of),
+            Stamps::of_files(certificates.iter().map(PathBuf::as_path)),
+        )
     }
+
+    /// These stamps, with those of the certificate files `certificates` now.
+    pub(crate) fn with_certificates(self, certificates: &[PathBuf]) -> Seen {
+        Seen(self.0, self.1, Stamps::of_files(certificates.iter().map(PathBuf::as_path)))
+    }
+}
+
+/// The certificate and key files of `config`'s `tls:` block.
+pub(crate) fn certificate_files(config: Option<&GatewayConfig>) -> Vec<PathBuf> {
+    let tls = config.and_then(|config| config.tls.as_ref());
+    tls.map(|tls| tls.files().map(Path::to_owned).collect()).unwrap_or_default()
 }
 
 impl std::fmt::Debug for Reloader {
@@ -74,6 +90,12 @@ impl Reloader {
     /// The rules path, if the service has rules.
     pub(crate) fn path(&self) -> Option<&Path> {
         self.path.as_deref()
+    }
+
+    /// The certificate and key files of the gateway file in force.
+    pub(crate) fn certificate_files(&self) -> Vec<PathBuf> {
+        let table = self.gateway.as_ref().map(|(gateway, _)| gateway.current());
+        certificate_files(table.as_ref().map(|table| &table.config))
     }
 
     /// The gateway file, if the service is a gateway.
@@ -104,7 +126,11 @@ impl Reloader {
     pub(crate) async fn reload_if_changed(&self) -> Result<bool, ConfigErrors> {
         let mut last_read = self.last_read.lock().await;
         let (rules, gateway) = (self.path.clone(), self.gateway_path().map(Path::to_owned));
-        let now = tokio::task::spawn_blocking(move || Seen::now(rules.as_deref(), gateway.as_deref())).await;
+        let certificates = self.certificate_files();
+        let now = tokio::task::spawn_blocking(move || {
+            Seen::now(rules.as_deref(), gateway.as_deref(), &certificates)
+        })
+        .await;
         if now.is_ok_and(|now| last_read.as_ref() == Some(&now)) {
             return Ok(false);
         }
@@ -115,12 +141,13 @@ impl Reloader {
         let rules_path = self.path.clone();
         let gateway_path = self.gateway.as_ref().map(|(_, path)| path.clone());
         let previous = self.rules.current();
+        let certificates = self.certificate_files();
         let loaded = tokio::time::timeout(
             RELOAD_TIMEOUT,
             in_background(move || {
                 // Before the files are read: a change while they are
                 // read is a change the next event reloads.
-                let seen = Seen::now(rules_path.as_deref(), gateway_path.as_deref());
+                let seen = Seen::now(rules_path.as_deref(), gateway_path.as_deref(), &certificates);
                 let rules = rules_path.map(|path| {
                     let config = Config::load(&path)?;
                     if config.hash() != previous.hash() {

@@ -1,6 +1,7 @@
-//! Watching the configuration: the rules file or directory and the gateway
-//! file, through their directories (editors and ConfigMaps replace files by
-//! rename); and `SIGHUP`. Either reloads (see [`Reloader`]).
+//! Watching the configuration: the rules file or directory, the gateway
+//! file and its TLS certificates, through their directories (editors,
+//! ConfigMaps and certificate renewals replace files by rename); and
+//! `SIGHUP`. Either reloads (see [`Reloader`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,6 +15,11 @@ use super::reload::Reloader;
 /// How long file events settle before a reload: editors write a file in
 /// several steps, and a ConfigMap update is several renames.
 const SETTLE: Duration = Duration::from_millis(200);
+
+/// How often the files are looked at without an event while the gateway
+/// serves TLS: a certificate renewed where no watch sees it (a directory
+/// named by a reload, a mount that sends no events) is taken within this.
+const CERTIFICATES_LOOKED_AT_EVERY: Duration = Duration::from_secs(10);
 
 impl Reloader {
     /// Watches the rules path and the gateway file until the returned
@@ -41,12 +47,35 @@ impl Reloader {
                 debouncer.watch(parent(path), RecursiveMode::NonRecursive)?;
             }
         }
+        let mut watched = Vec::new();
         if let Some(path) = self.gateway_path() {
-            debouncer.watch(parent(path), RecursiveMode::NonRecursive)?;
+            watched.push(parent(path));
+        }
+        // The gateway's certificates, where they lie now; a reload that
+        // names others in other directories is met by the periodic look.
+        let certificates = self.certificate_files();
+        for file in &certificates {
+            let dir = parent(file);
+            if !watched.contains(&dir) {
+                watched.push(dir);
+            }
+        }
+        for dir in &watched {
+            debouncer.watch(dir, RecursiveMode::NonRecursive)?;
         }
         let reloader = self.clone();
+        let look_every = if certificates.is_empty() { None } else { Some(CERTIFICATES_LOOKED_AT_EVERY) };
         let task = tokio::spawn(async move {
-            while changed.recv().await.is_some() {
+            loop {
+                let event = async {
+                    match look_every {
+                        Some(every) => tokio::time::timeout(every, changed.recv()).await.unwrap_or(Some(())),
+                        None => changed.recv().await,
+                    }
+                };
+                if event.await.is_none() {
+                    return;
+                }
                 let _ = reloader.reload_if_changed().await;
             }
         });

@@ -12,6 +12,7 @@ use slidegate::Rule;
 use super::limits::{limits, valid_name};
 use super::order::unreachable;
 use super::settings::settings;
+use super::tls::tls;
 use super::yaml::{GatewayYaml, RouteYaml};
 use super::{
     GatewayConfig, HostMatch, MAX_PART_LEN, MAX_ROUTES, MAX_UPSTREAMS, Route, RouteInFlight, RouteLimit,
@@ -46,6 +47,12 @@ fn build_of(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<Ga
         return None;
     }
     let settings = settings(&mut builder, &yaml);
+    let mut hasher = Sha256::new();
+    hasher.update(file.to_string_lossy().as_bytes());
+    hasher.update([0]);
+    hasher.update(text.as_bytes());
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let tls = tls(&mut builder, yaml.tls, dir, &mut hasher);
     let Some(routes_yaml) = yaml.routes else {
         // `routes:` written without a value reads as no `routes`: say where it stands.
         let written = text.lines().position(|line| {
@@ -96,12 +103,8 @@ fn build_of(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<Ga
             )
         })
         .collect();
-    let mut hasher = Sha256::new();
-    hasher.update(file.to_string_lossy().as_bytes());
-    hasher.update([0]);
-    hasher.update(text.as_bytes());
     let hash = hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
-    Some(GatewayConfig { settings, routes, file: file.to_owned(), hash, warnings })
+    Some(GatewayConfig { settings, routes, tls, file: file.to_owned(), hash, warnings })
 }
 
 fn route(

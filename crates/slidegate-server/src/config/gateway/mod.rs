@@ -40,7 +40,10 @@ mod compile;
 mod limits;
 mod order;
 mod settings;
+mod tls;
 mod yaml;
+
+pub use tls::{GatewayTls, TlsCertificate};
 
 /// The most routes a gateway file may hold.
 pub const MAX_ROUTES: usize = 1000;
@@ -56,6 +59,8 @@ pub struct GatewayConfig {
     pub settings: Settings,
     /// The routes, in the order they are tried (see [`Route`]).
     pub routes: Vec<Route>,
+    /// With it, the gateway serves HTTPS.
+    pub tls: Option<GatewayTls>,
     /// The file it was loaded from.
     pub file: PathBuf,
     /// A digest of the file (16 hex digits).

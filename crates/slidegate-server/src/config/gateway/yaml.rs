@@ -22,6 +22,20 @@ pub(super) struct GatewayYaml {
     pub(super) max_header_bytes: Option<Spanned<Scalar>>,
     pub(super) limits: Option<Vec<Spanned<LimitYaml>>>,
     pub(super) routes: Option<Spanned<Vec<Spanned<RouteYaml>>>>,
+    pub(super) tls: Option<Spanned<TlsYaml>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TlsYaml {
+    pub(super) certificates: Option<Vec<Spanned<CertificateYaml>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CertificateYaml {
+    pub(super) cert_file: Option<Spanned<String>>,
+    pub(super) key_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
