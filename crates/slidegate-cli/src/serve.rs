@@ -91,6 +91,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.gateway.is_some() {
         let gateway = bind(Listen::At(args.gateway_addr), "--gateway-addr").await?;
         listeners = listeners.with_gateway(gateway.context("--gateway-addr")?);
+        if let Some(addr) = args.gateway_redirect_addr {
+            let redirect = bind(Listen::At(addr), "--gateway-redirect-addr").await?;
+            listeners = listeners.with_redirect(redirect.context("--gateway-redirect-addr")?);
+        }
+    } else if args.gateway_redirect_addr.is_some() {
+        bail!("--gateway-redirect-addr redirects to the gateway's HTTPS: give --gateway too");
     }
     // Logged, so a JSON log holds JSON only.
     if let Some(grpc) = &listeners.grpc {
@@ -103,7 +109,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     if let Some(gateway) = &listeners.gateway {
         let addr = gateway.local_addr()?;
-        tracing::info!(target: "slidegate", "gateway on http://{addr}");
+        tracing::info!(target: "slidegate", "gateway on {addr}");
+    }
+    if let Some(redirect) = &listeners.redirect {
+        let addr = redirect.local_addr()?;
+        tracing::info!(target: "slidegate", "plain HTTP on http://{addr}, redirected to the gateway's HTTPS");
     }
     slidegate_server::serve(config, listeners, shutdown_signal()).await?;
     tracing::info!(target: "slidegate", "stopped");

@@ -87,7 +87,7 @@ impl Service {
             "off",
             "--no-watch",
         ]);
-        Service::start(command, "gateway on http://")
+        Service::start(command, "gateway on ")
     }
 
     /// Starts `command` and waits until it is ready. Its listeners bind

@@ -155,17 +155,26 @@ pub struct Listeners {
     pub http: Option<TcpListener>,
     /// The gateway's proxy.
     pub gateway: Option<TcpListener>,
+    /// Plain HTTP redirected to the gateway's HTTPS.
+    pub redirect: Option<TcpListener>,
 }
 
 impl Listeners {
     /// The two API listeners.
     pub fn new(grpc: Option<TcpListener>, http: Option<TcpListener>) -> Listeners {
-        Listeners { grpc, http, gateway: None }
+        Listeners { grpc, http, gateway: None, redirect: None }
     }
 
     /// With the gateway's listener.
     pub fn with_gateway(mut self, gateway: TcpListener) -> Listeners {
         self.gateway = Some(gateway);
+        self
+    }
+
+    /// With a plain-HTTP listener whose every request is redirected to the
+    /// gateway's HTTPS (the gateway file must have a `tls:` block).
+    pub fn with_redirect(mut self, redirect: TcpListener) -> Listeners {
+        self.redirect = Some(redirect);
         self
     }
 }
@@ -213,6 +222,9 @@ pub async fn serve(
     }
     if listeners.gateway.is_some() && config.gateway.is_none() {
         return Err(ServeError::Io("a gateway listener needs a gateway file".into()));
+    }
+    if listeners.redirect.is_some() && listeners.gateway.is_none() {
+        return Err(ServeError::Io("a listener redirecting to HTTPS needs the gateway's listener".into()));
     }
     if let Some(token) = &config.admin_token {
         check_admin_token(token).map_err(ServeError::Setting)?;
@@ -323,6 +335,22 @@ pub async fn serve(
         // file it starts with (a reload changes certificates, not that).
         let tls =
             gateway.tls_acceptor().map_err(|e| ServeError::Setting(format!("the gateway's TLS: {e}")))?;
+        if let Some(redirect) = listeners.redirect {
+            if tls.is_none() {
+                return Err(ServeError::Setting(
+                    "a listener redirecting to HTTPS needs the gateway file's `tls:` block".into(),
+                ));
+            }
+            let port = listener.local_addr().map_err(|e| ServeError::Io(e.to_string()))?.port();
+            let to_https = api(crate::gateway::ToHttps { port }, config.header_timeout);
+            accepting.spawn(accept(
+                redirect,
+                to_https,
+                drained.clone(),
+                connections.clone(),
+                config.header_timeout,
+            ));
+        }
         let make = move |peer: SocketAddr| {
             let (service, builder, slot) = gateway.connection(peer, &tasks, tls.is_some())?;
             Some(Connection { service, builder, slot: Some(slot), tls: tls.clone() })

@@ -293,3 +293,63 @@ async fn a_reload_cannot_turn_https_off() {
     let mut still = http1(tls.connect("a.example.test").await).await;
     assert_eq!(get(&mut still, "a.example.test").await, 200);
 }
+
+/// `--gateway-redirect-addr`: plain HTTP sent to the same host and path
+/// over HTTPS, which curl follows to the gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_is_redirected_to_https_when_asked() {
+    use slidegate_server::{Listeners, ServerConfig, serve};
+    use tokio::net::TcpListener;
+
+    let upstream = Upstream::start();
+    let ca = TestCa::new("redirect test CA");
+    let dir = tempfile::tempdir().expect("temp dir");
+    write_pair(dir.path(), &ca, "a", &["a.example.test"]);
+    write_pair(dir.path(), &ca, "b", &["b.example.test"]);
+    let ca_file = dir.path().join("ca.pem");
+    support::write(&ca_file, &ca.ca_pem);
+    let file = dir.path().join("gateway.yaml");
+    support::write(&file, &gateway_yaml(&upstream));
+    let mut config = ServerConfig::for_gateway(&file, ServiceStore::Memory(MemoryStore::new()));
+    config.grace = std::time::Duration::from_secs(1);
+    let bind = async || TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let (http, proxy, redirect) = (bind().await, bind().await, bind().await);
+    let (api, port, plain) = [&http, &proxy, &redirect].map(|l| l.local_addr().expect("addr")).into();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let listeners = Listeners::new(None, Some(http)).with_gateway(proxy).with_redirect(redirect);
+    let task = tokio::spawn(serve(config, listeners, async move {
+        let _ = stopped.await;
+    }));
+    support::eventually("the service answers", async || {
+        support::http_client().get(format!("http://{api}/healthz").parse().expect("uri")).await.is_ok()
+    })
+    .await;
+    let (port, plain) = (port.port(), plain.port());
+
+    let (status, headers, _) = support::http(
+        "POST",
+        &format!("http://{}/echo?x=1", format_args!("127.0.0.1:{plain}")),
+        "body",
+        &[("host", "a.example.test")],
+    )
+    .await;
+    assert_eq!(status, 308, "the method and body kept");
+    assert_eq!(headers["location"], format!("https://a.example.test:{port}/echo?x=1"));
+    let curl = tokio::task::spawn_blocking(move || {
+        Command::new("curl")
+            .args(["-sS", "-L", "--max-time", "10", "--cacert"])
+            .arg(&ca_file)
+            .args(["--resolve", &format!("a.example.test:{plain}:127.0.0.1")])
+            .args(["--resolve", &format!("a.example.test:{port}:127.0.0.1")])
+            .arg(format!("http://a.example.test:{plain}/echo"))
+            .output()
+            .expect("curl")
+    })
+    .await
+    .expect("curl");
+    assert!(curl.status.success(), "{}", String::from_utf8_lossy(&curl.stderr));
+    let echo: serde_json::Value = serde_json::from_slice(&curl.stdout).expect("the upstream's echo");
+    assert_eq!(echo["headers"]["x-forwarded-proto"][0], "https");
+    let _ = stop.send(());
+    task.await.expect("serve").expect("stopped cleanly");
+}

@@ -37,6 +37,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", env = "SLIDEGATE_GATEWAY_ADDR", default_value = "0.0.0.0:8000", value_parser = parse_addr)]
     pub gateway_addr: SocketAddr,
 
+    /// Also listen here for plain HTTP, redirecting every request to the
+    /// gateway's HTTPS (`308`, the same host and path; needs the gateway
+    /// file's `tls:` block).
+    #[arg(long, value_name = "ADDR", env = "SLIDEGATE_GATEWAY_REDIRECT_ADDR", value_parser = parse_addr)]
+    pub gateway_redirect_addr: Option<SocketAddr>,
+
     /// Only check the rules and the gateway file: print every problem, exit
     /// 0 when there is none, 1 otherwise.
     #[arg(long)]

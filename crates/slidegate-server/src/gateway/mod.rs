@@ -28,9 +28,12 @@ mod head;
 mod health;
 mod path;
 mod proxy;
+mod redirect;
 mod response;
 mod routing;
 mod tls;
+
+pub(crate) use redirect::ToHttps;
 mod upstream_conns;
 mod usage;
 
