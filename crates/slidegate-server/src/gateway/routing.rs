@@ -31,7 +31,7 @@ use super::head::request_host;
 use super::health::UpstreamHealth;
 use super::path::{Refused, normalize};
 use super::proxy::{Clients, Deciding, Proxy, Target};
-use super::usage::RouteUsage;
+use super::usage::{RouteUsage, keep_usage};
 use crate::ServiceStore;
 use crate::config::{ConfigError, ConfigErrors, DEFAULT_MESSAGE, GatewayConfig, KeySpec, Route, match_order};
 use crate::decide::stats::{Edge, Rates, ServiceStats, now_s};
@@ -58,27 +58,6 @@ pub(crate) struct Table {
     rejects_unidentified: Vec<bool>,
     /// Per route, the headers its limits are keyed by.
     key_headers: Vec<Vec<http::HeaderName>>,
-}
-
-/// What the budgets and `max_in_flight` limits of `config` that `previous`
-/// had under the same names hold, taken over (the status page's "in
-/// use"): a limit's leases count on one record across a reload, so those
-/// taken before it are told given back where they are counted.
-fn keep_usage(config: &mut GatewayConfig, previous: &GatewayConfig) {
-    for route in &mut config.routes {
-        let Some(before) = previous.routes.iter().find(|r| r.name == route.name) else { continue };
-        for limit in &route.limits {
-            if let Some(same) = before.limits.iter().find(|l| l.rule().is_some() && l.rule() == limit.rule())
-            {
-                limit.limit.usage.adopt(&same.limit.usage);
-            }
-        }
-        for in_flight in &mut route.in_flight {
-            if let Some(same) = before.in_flight.iter().find(|l| l.limit == in_flight.limit) {
-                in_flight.usage = Arc::clone(&same.usage);
-            }
-        }
-    }
 }
 
 /// The key of a gateway-wide limit counted per route.

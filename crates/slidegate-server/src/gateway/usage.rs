@@ -9,7 +9,7 @@ use slidegate::{ConcurrencyLimit, Decision, Rule};
 use slidegate_tower::Observer;
 
 use super::counter::DOMAIN;
-use crate::config::{Route, RouteInFlight, RouteLimit};
+use crate::config::{GatewayConfig, Route, RouteInFlight, RouteLimit};
 use crate::decide::budget_used;
 use crate::decide::item::Identity;
 use crate::decide::stats;
@@ -77,6 +77,27 @@ impl Observer for RouteUsage {
     fn released(&self, limit: &ConcurrencyLimit, key: &str) {
         if let Some(in_flight) = self.in_flight(limit) {
             in_flight.usage.released(&self.lease_identity(in_flight, key));
+        }
+    }
+}
+
+/// What the budgets and `max_in_flight` limits of `config` that `previous`
+/// had under the same names hold, taken over (the status page's "in
+/// use"): a limit's leases count on one record across a reload, so those
+/// taken before it are told given back where they are counted.
+pub(super) fn keep_usage(config: &mut GatewayConfig, previous: &GatewayConfig) {
+    for route in &mut config.routes {
+        let Some(before) = previous.routes.iter().find(|r| r.name == route.name) else { continue };
+        for limit in &route.limits {
+            if let Some(same) = before.limits.iter().find(|l| l.rule().is_some() && l.rule() == limit.rule())
+            {
+                limit.limit.usage.adopt(&same.limit.usage);
+            }
+        }
+        for in_flight in &mut route.in_flight {
+            if let Some(same) = before.in_flight.iter().find(|l| l.limit == in_flight.limit) {
+                in_flight.usage = Arc::clone(&same.usage);
+            }
         }
     }
 }
