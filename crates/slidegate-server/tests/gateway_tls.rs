@@ -184,6 +184,11 @@ for version, name in ((ssl.TLSVersion.TLSv1_2, "a.example.test"), (ssl.TLSVersio
             "TLSv1.3 a.example.test HTTP/1.1 200 OK",
         ]
     );
+    // `/v1/gateway` names the certificate files.
+    let (_, _, listed) = support::http("GET", &tls.edges.url("/v1/gateway"), String::new(), &[]).await;
+    let listed: serde_json::Value = serde_json::from_str(&listed).expect("JSON");
+    let files = &listed["tls"]["certificates"];
+    assert!(files[1]["cert_file"].as_str().is_some_and(|f| f.ends_with("b.pem")), "{listed}");
     // Plain HTTP on the TLS port gets no answer but a failed handshake.
     let plain = support::http_client().get(tls.edges.gateway_url("/echo").parse().expect("uri")).await;
     assert!(plain.is_err() || plain.is_ok_and(|r| r.status() != 200));

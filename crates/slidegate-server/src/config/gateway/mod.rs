@@ -345,6 +345,12 @@ impl GatewayConfig {
                 })
             })
             .collect();
-        serde_json::json!({ "file": self.file.to_string_lossy(), "hash": self.hash, "routes": routes })
+        let tls = self.tls.as_ref().map(|tls| {
+            let certificates = tls.certificates.iter().map(|c| {
+                serde_json::json!({ "cert_file": c.cert_file.to_string_lossy(), "key_file": c.key_file.to_string_lossy() })
+            });
+            serde_json::json!({ "certificates": certificates.collect::<Vec<_>>() })
+        });
+        serde_json::json!({ "file": self.file.to_string_lossy(), "hash": self.hash, "tls": tls, "routes": routes })
     }
 }
