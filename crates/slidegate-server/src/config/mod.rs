@@ -41,7 +41,7 @@ pub(crate) use gateway::{DEFAULT_MESSAGE, match_order};
 pub use gateway::{
     GatewayConfig, GatewayTls, HostMatch, IN_FLIGHT_TTL, KeySpec, MAX_HEADER_BYTES, MAX_PART_LEN, MAX_ROUTES,
     MAX_UPSTREAMS, MIN_HEADER_BYTES, Route, RouteInFlight, RouteLimit, Settings as GatewaySettings,
-    TlsCertificate,
+    TlsCertificate, UpstreamTls,
 };
 pub use limit::{Enforcement, Limit};
 pub(crate) use rules::Rules;

@@ -35,6 +35,7 @@ mod tls;
 
 pub(crate) use redirect::ToHttps;
 mod upstream_conns;
+mod upstream_io;
 mod usage;
 
 use std::net::SocketAddr;

@@ -30,6 +30,7 @@ use super::head::request_host_value;
 use super::health::UpstreamHealth;
 use super::response::{Late, answer, error_chain, respond};
 use super::upstream_conns::{Answer, Conns, Failure};
+use super::upstream_io::UpstreamConnector;
 use crate::config::{GatewaySettings, Route};
 use crate::decide::stats::ServiceStats;
 use crate::runtime::telemetry;
@@ -39,7 +40,7 @@ mod pool_twin;
 #[cfg(test)]
 mod uri_twin;
 
-type HttpClient = Client<HttpConnector, Upload>;
+type HttpClient = Client<UpstreamConnector, Upload>;
 
 /// How long an upstream connection may stay idle before it is closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -57,6 +58,8 @@ pub(crate) struct Clients {
 impl Clients {
     pub(crate) fn new(settings: &GatewaySettings) -> Clients {
         let mut connector = HttpConnector::new();
+        // `https://` upstreams too: the TLS is the route's connector's.
+        connector.enforce_http(false);
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(settings.connect_timeout));
         connector.set_keepalive(Some(Duration::from_secs(60)));
@@ -64,7 +67,7 @@ impl Clients {
             .pool_idle_timeout(IDLE_TIMEOUT)
             .pool_timer(hyper_util::rt::TokioTimer::new())
             .http2_only(true)
-            .build(connector.clone());
+            .build(UpstreamConnector::new(connector.clone(), None));
         Clients { connector, http2 }
     }
 }
@@ -125,6 +128,7 @@ impl Target {
         trust: ClientIp,
         (stats, health): (Arc<ServiceStats>, Arc<UpstreamHealth>),
     ) -> Target {
+        let connector = UpstreamConnector::new(clients.connector.clone(), route.upstream_tls.as_ref());
         let upstreams = route
             .upstreams
             .iter()
@@ -135,7 +139,7 @@ impl Target {
                     Uri::builder().scheme(scheme.clone()).authority(authority.clone()).path_and_query("/");
                 let conns = match address.build() {
                     Ok(address) if !route.http2 => {
-                        Some(Arc::new(Conns::new(address, clients.connector.clone(), IDLE_TIMEOUT)))
+                        Some(Arc::new(Conns::new(address, connector.clone(), IDLE_TIMEOUT)))
                     }
                     _ => None,
                 };
@@ -156,7 +160,15 @@ impl Target {
             strip_prefix: route.strip_prefix.then(|| route.path_prefix.clone()),
             preserve_host: route.preserve_host,
             http2: route.http2,
-            client: clients.http2.clone(),
+            // h2 over TLS: a pool of the route's own (its TLS is its own).
+            client: match &route.upstream_tls {
+                Some(_) if route.http2 => Client::builder(TokioExecutor::new())
+                    .pool_idle_timeout(IDLE_TIMEOUT)
+                    .pool_timer(hyper_util::rt::TokioTimer::new())
+                    .http2_only(true)
+                    .build(connector),
+                _ => clients.http2.clone(),
+            },
             response_timeout: settings.response_timeout,
             down_for: settings.upstream_down_for,
             trust,

@@ -22,10 +22,9 @@ use http_body::Body as _;
 use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::client::legacy::connect::HttpConnector;
-use tower_service::Service as _;
 
 use super::body::{BoxError, Upload};
+use super::upstream_io::UpstreamConnector;
 
 /// Idle connections kept per upstream at most; more are closed. As many as
 /// requests a busy gateway has in flight to one upstream, so that a steady
@@ -52,9 +51,9 @@ pub(crate) enum Failure {
 
 /// One upstream's HTTP/1.1 connections.
 pub(crate) struct Conns {
-    /// `http://authority`, what the connector connects to.
+    /// `http(s)://authority`, what the connector connects to.
     address: Uri,
-    connector: HttpConnector,
+    connector: UpstreamConnector,
     /// Most recently used last.
     idle: Mutex<VecDeque<Idle>>,
     /// How long a connection may stay idle before it is closed.
@@ -72,7 +71,7 @@ struct Idle {
 }
 
 impl Conns {
-    pub(crate) fn new(address: Uri, connector: HttpConnector, idle_timeout: Duration) -> Conns {
+    pub(crate) fn new(address: Uri, connector: UpstreamConnector, idle_timeout: Duration) -> Conns {
         Conns {
             address,
             connector,
@@ -168,12 +167,7 @@ impl Conns {
 
     /// A new connection, driven by a task of its own.
     async fn open(&self) -> Result<SendRequest<Upload>, Failure> {
-        let io = self
-            .connector
-            .clone()
-            .call(self.address.clone())
-            .await
-            .map_err(|e| Failure::Connect(e.into()))?;
+        let io = self.connector.connect(self.address.clone()).await.map_err(Failure::Connect)?;
         let (sender, connection) =
             http1::Builder::new().handshake(io).await.map_err(|e| Failure::Connect(e.into()))?;
         tokio::spawn(async move {
@@ -305,6 +299,10 @@ mod tests {
 
     use super::*;
 
+    fn plain() -> UpstreamConnector {
+        UpstreamConnector::new(hyper_util::client::legacy::connect::HttpConnector::new(), None)
+    }
+
     /// An HTTP/1.1 server answering `ok` on 127.0.0.1, counting its connections.
     async fn server() -> (Uri, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -344,7 +342,7 @@ mod tests {
     async fn a_connection_read_to_its_end_is_kept_until_it_has_idled_too_long() {
         let (address, accepted) = server().await;
         let idle = Duration::from_millis(100);
-        let conns = Arc::new(Conns::new(address.clone(), HttpConnector::new(), idle));
+        let conns = Arc::new(Conns::new(address.clone(), plain(), idle));
         assert_eq!(get(&conns, &address).await, "ok");
         assert_eq!(get(&conns, &address).await, "ok");
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "the second request took the kept connection");
@@ -363,10 +361,7 @@ mod tests {
     #[tokio::test]
     async fn no_more_than_the_cap_are_kept() {
         let (address, _) = server().await;
-        let conns = Arc::new(Conns {
-            max_idle: 4,
-            ..Conns::new(address, HttpConnector::new(), Duration::from_secs(60))
-        });
+        let conns = Arc::new(Conns { max_idle: 4, ..Conns::new(address, plain(), Duration::from_secs(60)) });
         for _ in 0..7 {
             let sender = conns.open().await.unwrap_or_else(|_| panic!("connect"));
             conns.put(sender);

@@ -59,10 +59,16 @@ impl Seen {
     }
 }
 
-/// The certificate and key files of `config`'s `tls:` block.
+/// The certificate, key and CA files of `config`: its `tls:` block's and
+/// its routes' `upstream_tls:` blocks'.
 pub(crate) fn certificate_files(config: Option<&GatewayConfig>) -> Vec<PathBuf> {
-    let tls = config.and_then(|config| config.tls.as_ref());
-    tls.map(|tls| tls.files().map(Path::to_owned).collect()).unwrap_or_default()
+    let Some(config) = config else { return Vec::new() };
+    let listener = config.tls.iter().flat_map(|tls| tls.files());
+    let upstreams = config.routes.iter().filter_map(|r| r.upstream_tls.as_ref()).flat_map(|tls| tls.files());
+    let mut files: Vec<PathBuf> = listener.chain(upstreams).map(Path::to_owned).collect();
+    files.sort();
+    files.dedup();
+    files
 }
 
 impl std::fmt::Debug for Reloader {

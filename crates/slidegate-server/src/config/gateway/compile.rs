@@ -13,6 +13,7 @@ use super::limits::{limits, valid_name};
 use super::order::unreachable;
 use super::settings::settings;
 use super::tls::tls;
+use super::upstream_tls::upstream_tls;
 use super::yaml::{GatewayYaml, RouteYaml};
 use super::{
     GatewayConfig, HostMatch, MAX_PART_LEN, MAX_ROUTES, MAX_UPSTREAMS, Route, RouteInFlight, RouteLimit,
@@ -83,7 +84,8 @@ fn build_of(file: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Option<Ga
     let mut positions = Vec::new();
     for route in routes_yaml.value {
         let at = position(&route);
-        if let Some(route) = self::route(&mut builder, route, (&shared, &shared_in_flight), &mut names) {
+        let shared = (&shared[..], &shared_in_flight[..]);
+        if let Some(route) = self::route(&mut builder, route, shared, &mut names, (dir, &mut hasher)) {
             routes.push(route);
             positions.push(at);
         }
@@ -112,6 +114,7 @@ fn route(
     yaml: Spanned<RouteYaml>,
     (shared, shared_in_flight): (&[RouteLimit], &[RouteInFlight]),
     names: &mut Vec<(String, String)>,
+    (dir, hash): (&Path, &mut Sha256),
 ) -> Option<Route> {
     let at = position(&yaml);
     let yaml = yaml.value;
@@ -223,6 +226,9 @@ fn route(
             }
         }
     }
+    let http2 = yaml.http2.unwrap_or(false);
+    let any_https = upstreams.iter().any(|u| u.scheme_str() == Some("https"));
+    let upstream_tls = upstream_tls(builder, yaml.upstream_tls, (any_https, http2), dir, hash);
     let source = builder.source(at);
     // A route whose name is refused still has its limits checked.
     let (own, own_in_flight) =
@@ -265,7 +271,8 @@ fn route(
         upstreams,
         strip_prefix: yaml.strip_prefix.unwrap_or(false),
         preserve_host: yaml.preserve_host.unwrap_or(true),
-        http2: yaml.http2.unwrap_or(false),
+        http2,
+        upstream_tls,
         limits: route_limits,
         in_flight,
         source,
@@ -284,15 +291,8 @@ fn upstream_uri(text: &str) -> Result<Uri, String> {
         return Err(format!("upstream `{text}` must not have a fragment"));
     }
     let uri: Uri = text.parse().map_err(|e| format!("upstream `{text}` is not a URL: {e}"))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(format!(
-                "upstream `{text}`: https upstreams are not supported yet; reach them through a local \
-                 TLS proxy or over a private network with http://"
-            ));
-        }
-        _ => return Err(format!("upstream `{text}` must start with http://")),
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(format!("upstream `{text}` must start with http:// or https://"));
     }
     if uri.authority().is_none_or(|a| a.host().is_empty()) {
         return Err(format!("upstream `{text}` names no host"));

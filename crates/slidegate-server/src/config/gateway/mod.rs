@@ -41,9 +41,11 @@ mod limits;
 mod order;
 mod settings;
 mod tls;
+mod upstream_tls;
 mod yaml;
 
 pub use tls::{GatewayTls, TlsCertificate};
+pub use upstream_tls::UpstreamTls;
 
 /// The most routes a gateway file may hold.
 pub const MAX_ROUTES: usize = 1000;
@@ -144,8 +146,11 @@ pub struct Route {
     pub strip_prefix: bool,
     /// Whether the upstream sees the client's `Host` (else the upstream's own).
     pub preserve_host: bool,
-    /// Whether the upstreams speak HTTP/2 without TLS (h2c, e.g. gRPC servers).
+    /// Whether the upstreams speak HTTP/2 (h2c, or h2 over TLS for
+    /// `https://` ones; e.g. gRPC servers).
     pub http2: bool,
+    /// How `https://` upstreams are reached (`None` without any).
+    pub upstream_tls: Option<UpstreamTls>,
     /// The gateway's limits and the route's own, decided together.
     pub limits: Vec<RouteLimit>,
     /// The gateway's `max_in_flight` limits and the route's own.

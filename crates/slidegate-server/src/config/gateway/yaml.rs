@@ -50,4 +50,14 @@ pub(super) struct RouteYaml {
     pub(super) preserve_host: Option<bool>,
     pub(super) http2: Option<bool>,
     pub(super) limits: Option<Vec<Spanned<LimitYaml>>>,
+    pub(super) upstream_tls: Option<Spanned<UpstreamTlsYaml>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct UpstreamTlsYaml {
+    pub(super) ca_file: Option<Spanned<String>>,
+    pub(super) cert_file: Option<Spanned<String>>,
+    pub(super) key_file: Option<Spanned<String>>,
+    pub(super) server_name: Option<Spanned<String>>,
 }
