@@ -17,9 +17,6 @@ use http::{HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body::Body as _;
 use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use slidegate::telemetry::{LogThrottle, THROTTLED_NOTE};
 use slidegate_tower::{ClientIp, InFlight};
 
@@ -30,7 +27,7 @@ use super::head::request_host_value;
 use super::health::UpstreamHealth;
 use super::response::{Late, answer, error_chain, respond};
 use super::upstream_conns::{Answer, Conns, Failure};
-use super::upstream_io::UpstreamConnector;
+use super::upstream_io::{Clients, HttpClient, IDLE_TIMEOUT, UpstreamConnector, http2_client};
 use crate::config::{GatewaySettings, Route};
 use crate::decide::stats::ServiceStats;
 use crate::runtime::telemetry;
@@ -39,38 +36,6 @@ use crate::runtime::telemetry;
 mod pool_twin;
 #[cfg(test)]
 mod uri_twin;
-
-type HttpClient = Client<UpstreamConnector, Upload>;
-
-/// How long an upstream connection may stay idle before it is closed.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// How one configuration reaches its upstreams: the connector of every
-/// connection, and the pooled client of HTTP/2 without TLS (h2c) for
-/// routes with `http2: true` (HTTP/1.1 upstreams keep their own
-/// connections, [`Conns`]).
-#[derive(Clone)]
-pub(crate) struct Clients {
-    connector: HttpConnector,
-    http2: HttpClient,
-}
-
-impl Clients {
-    pub(crate) fn new(settings: &GatewaySettings) -> Clients {
-        let mut connector = HttpConnector::new();
-        // `https://` upstreams too: the TLS is the route's connector's.
-        connector.enforce_http(false);
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(settings.connect_timeout));
-        connector.set_keepalive(Some(Duration::from_secs(60)));
-        let http2 = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(IDLE_TIMEOUT)
-            .pool_timer(hyper_util::rt::TokioTimer::new())
-            .http2_only(true)
-            .build(UpstreamConnector::new(connector.clone(), None));
-        Clients { connector, http2 }
-    }
-}
 
 /// One upstream: where it is, and until when it is skipped.
 struct Upstream {
@@ -162,11 +127,7 @@ impl Target {
             http2: route.http2,
             // h2 over TLS: a pool of the route's own (its TLS is its own).
             client: match &route.upstream_tls {
-                Some(_) if route.http2 => Client::builder(TokioExecutor::new())
-                    .pool_idle_timeout(IDLE_TIMEOUT)
-                    .pool_timer(hyper_util::rt::TokioTimer::new())
-                    .http2_only(true)
-                    .build(connector),
+                Some(_) if route.http2 => http2_client(connector),
                 _ => clients.http2.clone(),
             },
             response_timeout: settings.response_timeout,

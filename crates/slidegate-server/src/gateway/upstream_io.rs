@@ -7,19 +7,60 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::Uri;
 use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tower_service::Service;
 
-use super::body::BoxError;
-use crate::config::UpstreamTls;
+use super::body::{BoxError, Upload};
+use crate::config::{GatewaySettings, UpstreamTls};
+
+/// The pooled client of HTTP/2 upstreams.
+pub(crate) type HttpClient = Client<UpstreamConnector, Upload>;
+
+/// How long an upstream connection may stay idle before it is closed.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How one configuration reaches its upstreams: the TCP connector of
+/// every connection, and the pooled client of HTTP/2 without TLS (h2c)
+/// for routes with `http2: true` (HTTP/1.1 upstreams keep their own
+/// connections, `Conns`; a route with TLS to HTTP/2 upstreams has its own
+/// client).
+#[derive(Clone)]
+pub(crate) struct Clients {
+    pub(crate) connector: HttpConnector,
+    pub(crate) http2: HttpClient,
+}
+
+impl Clients {
+    pub(crate) fn new(settings: &GatewaySettings) -> Clients {
+        let mut connector = HttpConnector::new();
+        // `https://` upstreams too: the TLS is the route's connector's.
+        connector.enforce_http(false);
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(settings.connect_timeout));
+        connector.set_keepalive(Some(Duration::from_secs(60)));
+        let http2 = http2_client(UpstreamConnector::new(connector.clone(), None));
+        Clients { connector, http2 }
+    }
+}
+
+/// A pooled HTTP/2 client connecting by `connector`.
+pub(crate) fn http2_client(connector: UpstreamConnector) -> HttpClient {
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(IDLE_TIMEOUT)
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .http2_only(true)
+        .build(connector)
+}
 
 /// Connects to a route's upstreams.
 #[derive(Clone)]
