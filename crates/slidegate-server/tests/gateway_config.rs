@@ -695,9 +695,14 @@ fn missing_or_empty_upstreams() {
 }
 
 #[test]
-fn https_upstream() {
-    let e = error("routes:\n  - name: api\n    upstreams: [http://a, https://b.example.com]\n");
-    assert_at(&e, 3, 27, &["https://b.example.com", "not supported"]);
+fn upstreams_of_other_schemes() {
+    let e = error("routes:\n  - name: api\n    upstreams: [http://a, ftp://b.example.com]\n");
+    assert_at(&e, 3, 27, &["ftp://b.example.com", "must start with http:// or https://"]);
+    // An https:// upstream's CA file is read with the file.
+    let e = error(
+        "routes:\n  - name: api\n    upstreams: [https://b]\n    upstream_tls: { ca_file: /nonexistent/ca.pem }\n",
+    );
+    assert_at(&e, 4, 19, &["upstream_tls", "/nonexistent/ca.pem: cannot read"]);
 }
 
 #[test]
@@ -1115,7 +1120,7 @@ routes:
     host: 'bad host'
     path_prefix: nope
     methods: ['B AD']
-    upstreams: [https://a, http://b?q]
+    upstreams: [ftp://aaa, http://b?q]
   - name: second
     upstreams: []
     limits:
@@ -1168,7 +1173,7 @@ routes:
         "host",
         "path_prefix",
         "B AD",
-        "https upstreams are not supported",
+        "must start with http:// or https://",
         "must not have a query",
         "`upstreams` is empty",
         "unknown unit `sec`",
