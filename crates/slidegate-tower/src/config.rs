@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::request::Parts;
 use http::{HeaderValue, StatusCode};
@@ -11,6 +12,7 @@ use slidegate::{Limiter, Rule};
 use crate::headers::{Families, policy_value};
 use crate::key::KeyExtractor;
 use crate::response::Message;
+use crate::waiting::Waiting;
 
 /// What a rule does with a request whose key cannot be extracted (no peer
 /// address, a missing header or extension).
@@ -44,6 +46,13 @@ pub(crate) struct KeyedRule {
     /// The 400 answer's text under [`MissingKey::Reject`], naming what the
     /// request lacks when the extractor says ([`KeyExtractor::missing`]).
     pub(crate) unidentified: Arc<str>,
+    /// How long a request it denies may wait for room (see
+    /// [`RateLimitLayer::delay`](crate::RateLimitLayer::delay)); the
+    /// layer's delay when `None`.
+    pub(crate) delay: Option<Duration>,
+    /// How many of an identity's requests may wait at once; what the
+    /// rule admits within the delay when `None`.
+    pub(crate) burst: Option<u32>,
 }
 
 impl KeyedRule {
@@ -52,7 +61,7 @@ impl KeyedRule {
             Some(what) => format!("cannot identify the client: the request has no {what}"),
             None => "cannot identify the client".to_owned(),
         };
-        KeyedRule { rule, key, missing, unidentified: Arc::from(unidentified) }
+        KeyedRule { rule, key, missing, unidentified: Arc::from(unidentified), delay: None, burst: None }
     }
 }
 
@@ -86,6 +95,10 @@ pub(crate) struct Config<S> {
     pub(crate) leases: Vec<KeyedLease>,
     /// Told of budgets charged and leases taken and given back.
     pub(crate) observer: Option<Arc<dyn crate::Observer>>,
+    /// How long a request any rule denies may wait for room.
+    pub(crate) delay: Option<Duration>,
+    /// The requests waiting for room.
+    pub(crate) waiting: Arc<Waiting>,
 }
 
 impl<S> Config<S> {
@@ -94,6 +107,11 @@ impl<S> Config<S> {
         self.dimensions.push(dimension);
         let rules: Vec<&Rule> = self.dimensions.iter().map(|d| &d.rule).collect();
         self.policy = policy_value(&rules);
+    }
+
+    /// Whether a denied request may wait for room (some rule has a delay).
+    pub(crate) fn shapes(&self) -> bool {
+        self.delay.is_some() || self.dimensions.iter().any(|d| d.delay.is_some())
     }
 
     /// The prebuilt `RateLimit-Policy` value of a request `applied` rules
@@ -118,6 +136,8 @@ impl<S> Clone for Config<S> {
             response_cost: self.response_cost.clone(),
             leases: self.leases.clone(),
             observer: self.observer.clone(),
+            delay: self.delay,
+            waiting: Arc::clone(&self.waiting),
         }
     }
 }

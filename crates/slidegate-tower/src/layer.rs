@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::StatusCode;
 use http::request::Parts;
@@ -15,6 +16,7 @@ use crate::headers::Families;
 use crate::key::KeyExtractor;
 use crate::response::Message;
 use crate::service::RateLimit;
+use crate::waiting::{DEFAULT_MAX_WAITING, Waiting};
 
 /// A tower [`Layer`] that rate limits every request with a
 /// [`Limiter`]: each request is checked against all the layer's rules at
@@ -100,6 +102,8 @@ impl<S: Store> RateLimitLayer<S> {
                 response_cost: None,
                 leases: Vec::new(),
                 observer: None,
+                delay: None,
+                waiting: Arc::new(Waiting::new(DEFAULT_MAX_WAITING)),
             }),
         }
     }
@@ -271,6 +275,51 @@ impl<S: Store> RateLimitLayer<S> {
     ) -> Self {
         let keyed = crate::config::KeyedLease { limit, key: Arc::new(key), missing };
         self.edit(|c| c.leases.push(keyed))
+    }
+
+    /// Shapes instead of refusing, as nginx's `limit_req … delay`: a
+    /// request a rule would deny, whose exact `retry_after` is within
+    /// `max`, waits that long and is decided again — charged only when
+    /// admitted, so it is let through no earlier than the window allows.
+    /// Beyond `max`, or when more of an identity's requests are waiting
+    /// than the rule admits within `max`, or the layer holds its most
+    /// ([`max_waiting`](Self::max_waiting)), 429 at once. A request whose
+    /// client goes away while it waits is charged nothing. Every rule of
+    /// the layer, but those with a penalty (each denial of theirs counts);
+    /// [`delay_rule`](Self::delay_rule) shapes one.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use axum::{Router, routing::get};
+    /// use slidegate::{Limiter, Rule};
+    /// use slidegate_tower::{PeerIp, RateLimitLayer};
+    ///
+    /// let rule = Rule::per_second(NonZeroU32::new(5).unwrap());
+    /// // 5 a second; a burst waits up to 3 s for its turn.
+    /// let app: Router = Router::new()
+    ///     .route("/", get(|| async { "hello" }))
+    ///     .layer(RateLimitLayer::new(Limiter::in_memory()).rule(rule, PeerIp).delay(Duration::from_secs(3)));
+    /// ```
+    pub fn delay(self, max: Duration) -> Self {
+        self.edit(|c| c.delay = Some(max))
+    }
+
+    /// [`delay`](Self::delay) for the layer's rules equal to `rule` (added
+    /// before), with `burst`: how many of an identity's requests may wait
+    /// at once (`None`: as many as the rule admits within `max`).
+    pub fn delay_rule(self, rule: &Rule, max: Duration, burst: Option<u32>) -> Self {
+        self.edit(|c| {
+            for keyed in c.dimensions.iter_mut().filter(|d| d.rule == *rule) {
+                (keyed.delay, keyed.burst) = (Some(max), burst);
+            }
+        })
+    }
+
+    /// The most requests the layer holds waiting at once (default 10,000;
+    /// see [`delay`](Self::delay)); more are answered 429 at once.
+    pub fn max_waiting(self, max: usize) -> Self {
+        self.edit(|c| c.waiting = Arc::new(Waiting::new(max)))
     }
 
     /// Tells `observer` what the layer holds and charges beyond its

@@ -57,6 +57,8 @@ mod leases;
 mod observe;
 mod response;
 mod service;
+mod shape;
+mod waiting;
 
 pub use body_end::{BodyEnd, OnEnd};
 pub use charge::{Cost, ResponseCost};

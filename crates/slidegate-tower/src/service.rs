@@ -20,6 +20,7 @@ use crate::response::{
     LimitedBody, banned_message, cost_above_limit, internal_error, limited, process_ms, unavailable,
     unidentified, wants_json,
 };
+use crate::shape::{Wait, wait_for};
 
 /// Rate limits the requests of an inner service (see
 /// [`RateLimitLayer`](crate::RateLimitLayer)).
@@ -114,7 +115,8 @@ where
         // Budgets charged after the response are only peeked now, and
         // leases are taken first: not answered here.
         let later = config.response_cost.is_some();
-        if !keys.is_empty() && cost > 0 && !later && config.leases.is_empty() {
+        // Requests that may wait for room are decided in the task.
+        if !keys.is_empty() && cost > 0 && !later && config.leases.is_empty() && !config.shapes() {
             let dimensions = dimensions_of(&config, &keys);
             if let Some(result) = config.limiter.check_all_now(&dimensions, cost) {
                 match verdict(&config, &dimensions, result, (json, applied)) {
@@ -154,20 +156,40 @@ where
             let multi = match known {
                 Some(multi) => multi,
                 None => {
-                    let result = if later {
-                        // A budget charged after the response admits while
-                        // anything is left: weight 0 now.
-                        let weighted: Vec<_> = dimensions
-                            .iter()
-                            .map(|&(rule, key)| (rule, key, if rule.is_budget() { 0 } else { cost }))
-                            .collect();
-                        config.limiter.check_all_weighted(&weighted).await
-                    } else {
-                        config.limiter.check_all_n(&dimensions, cost).await
-                    };
-                    match verdict(&config, &dimensions, result, (json, applied)) {
-                        Verdict::Answer(response) => return Ok(response),
-                        Verdict::Call(multi) => multi,
+                    let first = tokio::time::Instant::now();
+                    // Held while the request waits for room (shaping).
+                    let (mut place, mut decisions) = (None, 0);
+                    loop {
+                        // Waits are counted from before each call: the
+                        // store decided no earlier, so they follow its clock.
+                        let called = tokio::time::Instant::now();
+                        let result = if later {
+                            // A budget charged after the response admits while
+                            // anything is left: weight 0 now.
+                            let weighted: Vec<_> = dimensions
+                                .iter()
+                                .map(|&(rule, key)| (rule, key, if rule.is_budget() { 0 } else { cost }))
+                                .collect();
+                            config.limiter.check_all_weighted(&weighted).await
+                        } else {
+                            config.limiter.check_all_n(&dimensions, cost).await
+                        };
+                        let response = match verdict(&config, &dimensions, result, (json, applied)) {
+                            Verdict::Call(multi) => break multi,
+                            Verdict::Answer(response) => response,
+                        };
+                        let multi = response.extensions().get::<MultiDecision>();
+                        decisions += 1;
+                        let waited = (called.duration_since(first), decisions);
+                        let wait = multi.and_then(|multi| wait_for(&config, &keys, multi, waited));
+                        let Some(Wait { wait, identity, cap }) = wait else { return Ok(response) };
+                        if place.is_none() {
+                            place = config.waiting.enter(identity, cap);
+                            if place.is_none() {
+                                return Ok(response);
+                            }
+                        }
+                        tokio::time::sleep_until(called + wait).await;
                     }
                 }
             };

@@ -76,6 +76,11 @@ pub(super) struct LimitYaml {
     /// Gateway only: the upstream response header (or trailer) holding
     /// what a request cost, charged to a budget when the response ends.
     pub(super) cost_header: Option<Spanned<String>>,
+    /// Gateway only: how long a request the limit denies may wait for
+    /// room instead of a 429 (shaping).
+    pub(super) delay: Option<Spanned<String>>,
+    /// Gateway only: how many of a key's requests may wait at once.
+    pub(super) burst: Option<Spanned<u32>>,
     /// At most this many at once (a rules file's: through `/v1/acquire`).
     pub(super) max_in_flight: Option<Spanned<u32>>,
     /// A `max_in_flight` limit's: how long a lease is held without a
@@ -105,7 +110,12 @@ impl LimitYaml {
                     "`cost_header` is a gateway limit's field: the rate-limit service is told a \
                      request's cost (`hits_addend`, `POST /v1/charge`)",
                 ),
-                None,
+                given(
+                    self.delay.as_ref().map(position),
+                    "`delay` is a gateway limit's field: the rate-limit service answers at once, \
+                     with `retry_after` to wait",
+                ),
+                given(self.burst.as_ref().map(position), "`burst` is a gateway limit's field (with `delay`)"),
             ],
             LimitFile::Gateway => [
                 given(
@@ -116,6 +126,7 @@ impl LimitYaml {
                     self.unlimited.as_ref().map(position),
                     "`unlimited` is a rules file's field: a route without `limits` is unlimited",
                 ),
+                None,
                 None,
                 None,
             ],

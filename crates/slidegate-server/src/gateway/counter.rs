@@ -65,3 +65,12 @@ impl<K: KeyExtractor> KeyExtractor for ServiceKey<K> {
         self.inner.missing()
     }
 }
+
+/// The key of a gateway-wide limit counted per route.
+pub(super) struct RouteName(pub(super) Arc<str>);
+
+impl KeyExtractor for RouteName {
+    fn extract<'a>(&self, _: &'a Parts) -> Option<Cow<'a, str>> {
+        Some(Cow::Owned(self.0.to_string()))
+    }
+}

@@ -10,21 +10,18 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use http::request::Parts;
 use http::uri::PathAndQuery;
 use http::{Method, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use slidegate::{Error, Limiter, MultiDecision};
 use slidegate_tower::headers::Families;
-use slidegate_tower::{
-    ClientIp, Global, Header, KeyExtractor, Path, PeerIp, RateLimit, RateLimitLayer, ResponseCost,
-};
+use slidegate_tower::{ClientIp, Global, Header, Path, PeerIp, RateLimit, RateLimitLayer, ResponseCost};
 use tower::ServiceExt as _;
 use tower_layer::Layer as _;
 
 use super::body::{GatewayBody, plain};
 use super::conn::TunnelHome;
-use super::counter::ServiceKey;
+use super::counter::{RouteName, ServiceKey};
 use super::forward::{OverTls, is_upgrade};
 use super::head::{self, request_host};
 use super::health::UpstreamHealth;
@@ -58,15 +55,6 @@ pub(crate) struct Table {
     rejects_unidentified: Vec<bool>,
     /// Per route, the headers its limits are keyed by.
     key_headers: Vec<Vec<http::HeaderName>>,
-}
-
-/// The key of a gateway-wide limit counted per route.
-struct RouteName(Arc<str>);
-
-impl KeyExtractor for RouteName {
-    fn extract<'a>(&self, _: &'a Parts) -> Option<Cow<'a, str>> {
-        Some(Cow::Owned(self.0.to_string()))
-    }
 }
 
 impl Table {
@@ -114,6 +102,7 @@ impl Table {
                 let missing = limit.missing.clone();
                 // Counted as the service counts the same limit (counter.rs).
                 let scope = route.name.as_str();
+                let shaped = limit.delay.map(|delay| (rule.clone(), delay, limit.burst));
                 let added = match &limit.key {
                     KeySpec::Global => {
                         layer.try_rule_or(rule, ServiceKey::new(Global, limit, scope), missing)
@@ -136,6 +125,9 @@ impl Table {
                     ),
                 };
                 layer = added.map_err(|e: Error| refuse(format!("route `{}`: {e}", route.name)))?;
+                if let Some((rule, delay, burst)) = shaped {
+                    layer = layer.delay_rule(&rule, delay, burst);
+                }
             }
             for in_flight in &route.in_flight {
                 let (limit, missing) = (in_flight.limit.clone(), in_flight.missing.clone());

@@ -3,6 +3,7 @@
 //! `<route>.<name>` (or `gateway.<name>`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_saphyr::Spanned;
 use slidegate::{ConcurrencyLimit, Rule};
@@ -81,6 +82,7 @@ pub(super) fn limits(
                 }
             },
         };
+        let shaping = shaping(builder, &mut limit);
         // The rule's name is `<scope>.<name>`, set below.
         let name = match (&limit.name.take(), &key) {
             (Some(name), _) if !valid_name(name.value.trim()) => {
@@ -117,6 +119,10 @@ pub(super) fn limits(
             if cost_header.as_ref().is_some_and(Option::is_some) {
                 builder.error(at, "a `max_in_flight` limit takes no `cost_header`");
             }
+            if shaping.as_ref().is_some_and(|(delay, _)| delay.is_some()) {
+                builder
+                    .error(at, "a `max_in_flight` limit takes no `delay`: its requests are refused at once");
+            }
             let (Some(key), Some(missing), Some(name), Some((max, ttl))) = (key, missing, name, checked)
             else {
                 continue;
@@ -148,8 +154,8 @@ pub(super) fn limits(
         // one scope with the same name are refused below), and the same
         // limit in a rules file is a descriptor's only `rate_limit`.
         let built = builder.limit(limit, LimitFile::Gateway, (at, 0), false, &stat_key);
-        let (Some(key), Some(missing), Some(name), Some(mut built), Some(cost_header)) =
-            (key, missing, name, built, cost_header)
+        let (Some(key), Some(missing), Some(name), Some(mut built), Some(cost_header), Some((delay, burst))) =
+            (key, missing, name, built, cost_header, shaping)
         else {
             continue;
         };
@@ -194,7 +200,57 @@ pub(super) fn limits(
             key,
             missing,
             cost_header,
+            delay,
+            burst,
         });
     }
     (out, in_flight)
+}
+
+/// The longest a request may wait for a delay (shaping): an admission
+/// held longer than this is a client left hanging.
+const MAX_DELAY: Duration = Duration::from_secs(300);
+
+/// A limit's `delay` and `burst`, checked (`None`: refused, said why).
+fn shaping(builder: &mut Builder<'_>, limit: &mut LimitYaml) -> Option<(Option<Duration>, Option<u32>)> {
+    let delay = match limit.delay.take() {
+        None => None,
+        Some(text) => match humantime::parse_duration(text.value.trim()) {
+            Ok(d) if !d.is_zero() && d <= MAX_DELAY => Some(d),
+            Ok(_) => {
+                builder.error(position(&text), "`delay` must be longer than zero and at most 5m");
+                return None;
+            }
+            Err(e) => {
+                builder.error(
+                    position(&text),
+                    format!("`delay: {}`: {e} (a duration such as 500ms or 3s)", text.value),
+                );
+                return None;
+            }
+        },
+    };
+    if delay.is_some()
+        && let Some(penalty) = &limit.penalty
+    {
+        builder.error(
+            position(penalty.as_ref()),
+            "a limit with a `penalty` takes no `delay`: each denial of a waiting request would count as a violation",
+        );
+        return None;
+    }
+    let burst = match limit.burst.take() {
+        None => None,
+        Some(burst) if delay.is_none() => {
+            builder.error(position(&burst), "`burst` says how many requests wait: give the limit a `delay`");
+            return None;
+        }
+        Some(burst) if burst.value == 0 => {
+            builder
+                .error(position(&burst), "`burst` must be at least 1 (leave `delay` out to refuse at once)");
+            return None;
+        }
+        Some(burst) => Some(burst.value),
+    };
+    Some((delay, burst))
 }

@@ -205,6 +205,11 @@ pub struct RouteLimit {
     /// A budget's: the upstream response header (or trailer) holding what
     /// a request cost, charged when the response ends.
     pub cost_header: Option<http::HeaderName>,
+    /// How long a request it denies may wait for room (shaping).
+    pub delay: Option<Duration>,
+    /// How many of a key's requests may wait at once (with `delay`; what
+    /// the limit admits within the delay by default).
+    pub burst: Option<u32>,
 }
 
 /// A route's (or the gateway's) `max_in_flight` limit: at most so many of
@@ -339,6 +344,8 @@ impl GatewayConfig {
                         "rule": l.rule().and_then(Rule::name),
                         "key": l.key.name(),
                         "limit": l.limit.view(),
+                        "delay_ms": l.delay.map(|d| d.as_millis()),
+                        "burst": l.burst,
                     })).collect::<Vec<_>>(),
                     "max_in_flight": route.in_flight.iter().map(|l| serde_json::json!({
                         "limit": l.limit.name(),
