@@ -115,12 +115,20 @@ where
         // Budgets charged after the response are only peeked now, and
         // leases are taken first: not answered here.
         let later = config.response_cost.is_some();
-        // Requests that may wait for room are decided in the task.
-        if !keys.is_empty() && cost > 0 && !later && config.leases.is_empty() && !config.shapes() {
+        if !keys.is_empty() && cost > 0 && !later && config.leases.is_empty() {
             let dimensions = dimensions_of(&config, &keys);
             if let Some(result) = config.limiter.check_all_now(&dimensions, cost) {
                 match verdict(&config, &dimensions, result, (json, applied)) {
-                    Verdict::Answer(response) => return ResponseFuture::ready(Ok(response)),
+                    // A denial that may wait for room is decided in the task.
+                    Verdict::Answer(response)
+                        if !config.shapes()
+                            || !response.extensions().get::<MultiDecision>().is_some_and(|multi| {
+                                wait_for(&config, &keys, multi, std::time::Duration::ZERO).is_some()
+                            }) =>
+                    {
+                        return ResponseFuture::ready(Ok(response));
+                    }
+                    Verdict::Answer(_) => {}
                     Verdict::Call(multi) => known = Some(multi),
                 }
             }
@@ -157,8 +165,9 @@ where
                 Some(multi) => multi,
                 None => {
                     let first = tokio::time::Instant::now();
-                    // Held while the request waits for room (shaping).
-                    let (mut place, mut decisions) = (None, 0);
+                    // Held while the request waits for room (shaping): its
+                    // place, and its identity's turn to ask the store.
+                    let mut held = None;
                     loop {
                         // Waits are counted from before each call: the
                         // store decided no earlier, so they follow its clock.
@@ -179,15 +188,16 @@ where
                             Verdict::Answer(response) => response,
                         };
                         let multi = response.extensions().get::<MultiDecision>();
-                        decisions += 1;
-                        let waited = (called.duration_since(first), decisions);
+                        let waited = called.duration_since(first);
                         let wait = multi.and_then(|multi| wait_for(&config, &keys, multi, waited));
                         let Some(Wait { wait, identity, cap }) = wait else { return Ok(response) };
-                        if place.is_none() {
-                            place = config.waiting.enter(identity, cap);
-                            if place.is_none() {
+                        if held.is_none() {
+                            let Some(place) = config.waiting.enter(identity, cap) else {
                                 return Ok(response);
-                            }
+                            };
+                            held = Some((place.turn().await, place));
+                            // In line until now: ask again at once.
+                            continue;
                         }
                         tokio::time::sleep_until(called + wait).await;
                     }

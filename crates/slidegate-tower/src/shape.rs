@@ -9,15 +9,15 @@
 
 use std::time::Duration;
 
-use slidegate::{MultiDecision, State};
+use slidegate::{MultiDecision, Source, State};
 
 use crate::config::Config;
 
 /// The grain of the store's clock (milliseconds, `retry_after` rounded up
-/// to them), each way. Each decision of a waiting request may land up to
-/// this much after the exact instant (and the window slides from when
-/// requests were really admitted): a wait that ends within a tick per
-/// decision of the delay is within it.
+/// to them), each way. Each wave of a window's admissions may land up to
+/// this much after the exact instant, and the window slides from when
+/// requests were really admitted: a wait that ends within a tick per
+/// window the delay spans of the delay is within it.
 const CLOCK_TICK: Duration = Duration::from_millis(2);
 
 /// How a limited request may wait: for `wait`, as one of `identity`'s
@@ -30,14 +30,14 @@ pub(crate) struct Wait {
 
 /// Whether the request decided by `multi` (its decisions in the order of
 /// `keys`: each rule's index and key) may wait, having waited `waited`
-/// already over `decisions` decisions: every rule that denied has a delay
-/// and no penalty, none banned, and the wait ends within the shortest of
-/// their delays.
+/// already: every rule that denied has a delay and no penalty, none
+/// banned or beyond its limit whatever the wait, and the wait ends within
+/// the shortest of their delays.
 pub(crate) fn wait_for<S, K: AsRef<str>>(
     config: &Config<S>,
     keys: &[(usize, K)],
     multi: &MultiDecision,
-    (waited, decisions): (Duration, u32),
+    waited: Duration,
 ) -> Option<Wait> {
     let mut shortest = Duration::MAX;
     let mut binding: Option<(usize, Duration)> = None;
@@ -45,7 +45,10 @@ pub(crate) fn wait_for<S, K: AsRef<str>>(
         keys.iter().zip(&multi.decisions).enumerate().filter(|(_, (_, d))| !d.allowed)
     {
         let keyed = &config.dimensions[*i];
-        if decision.state == State::Banned || keyed.rule.penalty().is_some() {
+        if decision.state == State::Banned
+            || decision.source == Source::CostAboveLimit
+            || keyed.rule.penalty().is_some()
+        {
             return None;
         }
         shortest = shortest.min(keyed.delay.or(config.delay)?);
@@ -54,15 +57,17 @@ pub(crate) fn wait_for<S, K: AsRef<str>>(
         }
     }
     let (at, _) = binding?;
-    let wait = multi.retry_after().max(Duration::from_millis(1));
-    if waited.saturating_add(wait) > shortest.saturating_add(CLOCK_TICK * decisions) {
-        return None;
-    }
     // The binding denial's rule and key name whose requests wait: as many
     // as its burst, or as it admits within the delay.
     let (i, key) = &keys[at];
     let keyed = &config.dimensions[*i];
     let rule = &keyed.rule;
+    let windows = shortest.as_millis() / rule.window().as_millis().max(1) + 1;
+    let tolerance = CLOCK_TICK * u32::try_from(windows.min(50)).unwrap_or(50);
+    let wait = multi.retry_after().max(Duration::from_millis(1));
+    if waited.saturating_add(wait) > shortest.saturating_add(tolerance) {
+        return None;
+    }
     let cap = match keyed.burst {
         Some(burst) => u128::from(burst),
         None => u128::from(rule.limit()) * shortest.as_millis() / rule.window().as_millis().max(1),

@@ -18,7 +18,8 @@ pub(crate) struct Waiting {
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
-    by_identity: HashMap<String, usize>,
+    /// How many wait, and their line: one asks the store at a time.
+    by_identity: HashMap<String, (usize, Arc<tokio::sync::Mutex<()>>)>,
 }
 
 impl Waiting {
@@ -33,13 +34,17 @@ impl Waiting {
         if counts.total >= self.max {
             return None;
         }
-        let waiting = counts.by_identity.get(&identity).copied().unwrap_or(0);
-        if waiting >= cap {
+        let (waiting, line) = counts.by_identity.entry(identity.clone()).or_default();
+        if *waiting >= cap {
+            if *waiting == 0 {
+                counts.by_identity.remove(&identity);
+            }
             return None;
         }
+        *waiting += 1;
+        let line = Arc::clone(line);
         counts.total += 1;
-        counts.by_identity.insert(identity.clone(), waiting + 1);
-        Some(Place { waiting: Arc::clone(self), identity })
+        Some(Place { waiting: Arc::clone(self), identity, line })
     }
 
     /// Requests waiting now.
@@ -53,13 +58,23 @@ impl Waiting {
 pub(crate) struct Place {
     waiting: Arc<Waiting>,
     identity: String,
+    line: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Place {
+    /// The identity's turn to ask the store, first come first served:
+    /// held while it waits for room, so its other waiting requests do not
+    /// all wake to ask at once; given up when admitted or refused.
+    pub(crate) async fn turn(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        Arc::clone(&self.line).lock_owned().await
+    }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
         let mut counts = self.waiting.counts.lock().unwrap_or_else(PoisonError::into_inner);
         counts.total = counts.total.saturating_sub(1);
-        if let Some(waiting) = counts.by_identity.get_mut(&self.identity) {
+        if let Some((waiting, _)) = counts.by_identity.get_mut(&self.identity) {
             *waiting -= 1;
             if *waiting == 0 {
                 counts.by_identity.remove(&self.identity);

@@ -93,7 +93,11 @@ impl Target {
         trust: ClientIp,
         (stats, health): (Arc<ServiceStats>, Arc<UpstreamHealth>),
     ) -> Target {
-        let connector = UpstreamConnector::new(clients.connector.clone(), route.upstream_tls.as_ref());
+        let connector = UpstreamConnector::new(
+            clients.connector.clone(),
+            route.upstream_tls.as_ref(),
+            settings.connect_timeout,
+        );
         let upstreams = route
             .upstreams
             .iter()

@@ -43,7 +43,9 @@ fn redirect<B>(request: &Request<B>, port: u16) -> Response<Full<Bytes>> {
         return answer(StatusCode::BAD_REQUEST, "a request to redirect to HTTPS names no host\n", None);
     };
     let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host };
-    let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
+    // `*` (OPTIONS) and other non-paths go to the root.
+    let path =
+        request.uri().path_and_query().map(|p| p.as_str()).filter(|p| p.starts_with('/')).unwrap_or("/");
     let location =
         if port == 443 { format!("https://{host}{path}") } else { format!("https://{host}:{port}{path}") };
     match HeaderValue::try_from(location) {
@@ -87,6 +89,7 @@ mod tests {
         assert_eq!(location("/", Some("example.com"), 443), (308, Some("https://example.com/".into())));
         assert_eq!(location("http://h2.example/x", None, 443), (308, Some("https://h2.example/x".into())));
         assert_eq!(location("/", Some("[::1]:80"), 443), (308, Some("https://[::1]/".into())));
+        assert_eq!(location("*", Some("example.com"), 443), (308, Some("https://example.com/".into())));
         assert_eq!(location("/", None, 443), (400, None));
         assert_eq!(location("/", Some("a b"), 443), (400, None));
         assert_eq!(location("/", Some("user@evil.example"), 443), (400, None));

@@ -300,7 +300,11 @@ mod tests {
     use super::*;
 
     fn plain() -> UpstreamConnector {
-        UpstreamConnector::new(hyper_util::client::legacy::connect::HttpConnector::new(), None)
+        UpstreamConnector::new(
+            hyper_util::client::legacy::connect::HttpConnector::new(),
+            None,
+            Duration::from_secs(5),
+        )
     }
 
     /// An HTTP/1.1 server answering `ok` on 127.0.0.1, counting its connections.

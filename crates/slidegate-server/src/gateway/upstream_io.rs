@@ -48,7 +48,7 @@ impl Clients {
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(settings.connect_timeout));
         connector.set_keepalive(Some(Duration::from_secs(60)));
-        let http2 = http2_client(UpstreamConnector::new(connector.clone(), None));
+        let http2 = http2_client(UpstreamConnector::new(connector.clone(), None, settings.connect_timeout));
         Clients { connector, http2 }
     }
 }
@@ -66,6 +66,8 @@ pub(crate) fn http2_client(connector: UpstreamConnector) -> HttpClient {
 #[derive(Clone)]
 pub(crate) struct UpstreamConnector {
     tcp: HttpConnector,
+    /// How long the TLS handshake may take (the TCP connect has its own).
+    handshake_timeout: Duration,
     /// For `https://` upstreams: the connector and the name to ask for
     /// instead of the host.
     tls: Option<(TlsConnector, Option<ServerName<'static>>)>,
@@ -74,9 +76,13 @@ pub(crate) struct UpstreamConnector {
 impl UpstreamConnector {
     /// Over `tcp` (which must take any scheme), with `tls` for `https://`
     /// upstreams.
-    pub(crate) fn new(tcp: HttpConnector, tls: Option<&UpstreamTls>) -> UpstreamConnector {
+    pub(crate) fn new(
+        tcp: HttpConnector,
+        tls: Option<&UpstreamTls>,
+        handshake_timeout: Duration,
+    ) -> UpstreamConnector {
         let tls = tls.map(|tls| (TlsConnector::from(Arc::clone(&tls.config)), tls.server_name.clone()));
-        UpstreamConnector { tcp, tls }
+        UpstreamConnector { tcp, handshake_timeout, tls }
     }
 
     /// A connection to `uri`'s authority (TLS for `https`).
@@ -95,7 +101,10 @@ impl UpstreamConnector {
             (None, Some(host)) => ServerName::try_from(host)?,
             (None, None) => return Err("an https:// upstream without a host".into()),
         };
-        let stream = tls.connect(name, tcp.into_inner()).await?;
+        let handshake = tokio::time::timeout(self.handshake_timeout, tls.connect(name, tcp.into_inner()));
+        let stream = handshake
+            .await
+            .map_err(|_| "the upstream's TLS handshake was not done within connect_timeout")??;
         Ok(UpstreamIo::Tls(Box::new(TokioIo::new(stream))))
     }
 }

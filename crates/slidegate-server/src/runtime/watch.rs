@@ -16,8 +16,8 @@ use super::reload::Reloader;
 /// several steps, and a ConfigMap update is several renames.
 const SETTLE: Duration = Duration::from_millis(200);
 
-/// How often the files are looked at without an event while the gateway
-/// serves TLS: a certificate renewed where no watch sees it (a directory
+/// How often the files are looked at without an event when there is a
+/// gateway: a certificate renewed where no watch sees it (a directory
 /// named by a reload, a mount that sends no events) is taken within this.
 const CERTIFICATES_LOOKED_AT_EVERY: Duration = Duration::from_secs(10);
 
@@ -64,7 +64,7 @@ impl Reloader {
             debouncer.watch(dir, RecursiveMode::NonRecursive)?;
         }
         let reloader = self.clone();
-        let look_every = if certificates.is_empty() { None } else { Some(CERTIFICATES_LOOKED_AT_EVERY) };
+        let look_every = self.gateway_path().is_some().then_some(CERTIFICATES_LOOKED_AT_EVERY);
         let task = tokio::spawn(async move {
             loop {
                 let event = async {

@@ -44,7 +44,7 @@ fn targets(yaml: &str) -> (Target, Target) {
     client.client = Client::builder(TokioExecutor::new())
         .pool_idle_timeout(IDLE_TIMEOUT)
         .pool_timer(TokioTimer::new())
-        .build(super::UpstreamConnector::new(clients.connector.clone(), None));
+        .build(super::UpstreamConnector::new(clients.connector.clone(), None, settings.connect_timeout));
     (pool, client)
 }
 
