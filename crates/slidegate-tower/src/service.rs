@@ -195,9 +195,13 @@ where
                             let Some(place) = config.waiting.enter(identity, cap) else {
                                 return Ok(response);
                             };
-                            held = Some((place.turn().await, place));
-                            // In line until now: ask again at once.
-                            continue;
+                            if let Some(turn) = place.free_turn() {
+                                held = Some((turn, place));
+                            } else {
+                                held = Some((place.turn().await, place));
+                                // In line until now: ask again at once.
+                                continue;
+                            }
                         }
                         tokio::time::sleep_until(called + wait).await;
                     }

@@ -14,10 +14,10 @@ use slidegate::{MultiDecision, Source, State};
 use crate::config::Config;
 
 /// The grain of the store's clock (milliseconds, `retry_after` rounded up
-/// to them), each way. Each wave of a window's admissions may land up to
+/// to them), each way. Each window's wave of admissions may land up to
 /// this much after the exact instant, and the window slides from when
-/// requests were really admitted: a wait that ends within a tick per
-/// window the delay spans of the delay is within it.
+/// requests were really admitted: a wait that ends no later than the
+/// delay plus a tick per window the delay spans is within the delay.
 const CLOCK_TICK: Duration = Duration::from_millis(2);
 
 /// How a limited request may wait: for `wait`, as one of `identity`'s

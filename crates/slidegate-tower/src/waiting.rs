@@ -68,6 +68,11 @@ impl Place {
     pub(crate) async fn turn(&self) -> tokio::sync::OwnedMutexGuard<()> {
         Arc::clone(&self.line).lock_owned().await
     }
+
+    /// The turn, if nobody has it.
+    pub(crate) fn free_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        Arc::clone(&self.line).try_lock_owned().ok()
+    }
 }
 
 impl Drop for Place {
