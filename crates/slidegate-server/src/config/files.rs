@@ -227,16 +227,10 @@ pub(crate) struct Stamp {
 impl Stamps {
     /// The stamps of the files `path` names.
     pub(crate) fn of(path: &Path) -> Stamps {
-        Stamps(match files_of(path) {
-            Ok(files) => Ok(files
-                .into_iter()
-                .map(|file| {
-                    let stamp = fs::metadata(&file).ok().map(|meta| Stamp::of(&meta));
-                    (file, stamp)
-                })
-                .collect()),
-            Err(errors) => Err(errors.to_string()),
-        })
+        match files_of(path) {
+            Ok(files) => Stamps::of_files(files.iter().map(PathBuf::as_path)),
+            Err(errors) => Stamps(Err(errors.to_string())),
+        }
     }
 
     /// The stamps of `files`, each as it is (a missing one stamped so).

@@ -114,9 +114,28 @@ pub(super) fn tls(
 /// Reads a chain and its key, checked: the chain parses, the key is one
 /// rustls can sign with, and it is the certificate's.
 fn load(cert_file: &Path, key_file: &Path, hash: &mut Sha256) -> Result<CertifiedKey, String> {
-    let read =
-        |file: &Path| crate::config::read(file).map_err(|e| format!("{}: {}", file.display(), e.message));
-    let (cert_pem, key_pem) = (read(cert_file)?, read(key_file)?);
+    let (chain, key) = chain_and_key(cert_file, key_file, hash)?;
+    let provider = rustls::crypto::ring::default_provider();
+    CertifiedKey::from_der(chain, key, &provider).map_err(|e| key_refused(e, cert_file, key_file))
+}
+
+/// A PEM file's text, added to `hash` (a file changed on disk changes the
+/// configuration's hash, so a reload takes it).
+pub(super) fn read_pem(file: &Path, hash: &mut Sha256) -> Result<String, String> {
+    let text = crate::config::read(file).map_err(|e| format!("{}: {}", file.display(), e.message))?;
+    hash.update(text.as_bytes());
+    hash.update([0]);
+    Ok(text)
+}
+
+/// The certificate chain of `cert_file` (its first certificate parsing)
+/// and the private key of `key_file`, PEM, read and added to `hash`.
+pub(super) fn chain_and_key(
+    cert_file: &Path,
+    key_file: &Path,
+    hash: &mut Sha256,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    let (cert_pem, key_pem) = (read_pem(cert_file, hash)?, read_pem(key_file, hash)?);
     let named = |what: &str, file: &Path| format!("{what} ({})", file.display());
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .collect::<Result<_, _>>()
@@ -130,8 +149,12 @@ fn load(cert_file: &Path, key_file: &Path, hash: &mut Sha256) -> Result<Certifie
     let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|_| {
         named("`key_file` holds no private key (a PEM `PRIVATE KEY`, `RSA PRIVATE KEY` or `EC PRIVATE KEY` block)", key_file)
     })?;
-    let provider = rustls::crypto::ring::default_provider();
-    let key = CertifiedKey::from_der(chain, key, &provider).map_err(|e| match e {
+    Ok((chain, key))
+}
+
+/// Why rustls refused `key_file` for `cert_file`.
+pub(super) fn key_refused(error: rustls::Error, cert_file: &Path, key_file: &Path) -> String {
+    match error {
         rustls::Error::InconsistentKeys(_) => {
             format!(
                 "`key_file` ({}) is not the key of `cert_file` ({})",
@@ -139,11 +162,6 @@ fn load(cert_file: &Path, key_file: &Path, hash: &mut Sha256) -> Result<Certifie
                 cert_file.display()
             )
         }
-        other => format!("{}: {other}", named("`key_file` cannot sign", key_file)),
-    })?;
-    for text in [&cert_pem, &key_pem] {
-        hash.update(text.as_bytes());
-        hash.update([0]);
+        other => format!("`key_file` ({}) cannot sign: {other}", key_file.display()),
     }
-    Ok(key)
 }

@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use serde_saphyr::Spanned;
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
+use super::tls::{chain_and_key, key_refused, read_pem};
 use super::yaml::UpstreamTlsYaml;
 use crate::config::build::Builder;
 use crate::config::yaml::position;
@@ -92,17 +93,11 @@ pub(super) fn upstream_tls(
     let at = at.unwrap_or((0, 0));
     let file = |field: &Option<Spanned<String>>| field.as_ref().map(|f| dir.join(f.value.trim()));
     let (ca_file, cert_file, key_file) = (file(&yaml.ca_file), file(&yaml.cert_file), file(&yaml.key_file));
-    let mut read = |file: &Path| -> Result<String, String> {
-        let text = crate::config::read(file).map_err(|e| format!("{}: {}", file.display(), e.message))?;
-        hash.update(text.as_bytes());
-        hash.update([0]);
-        Ok(text)
-    };
     let built = (|| {
         let roots = match &ca_file {
             None => system_roots()?,
             Some(ca_file) => {
-                let text = read(ca_file)?;
+                let text = read_pem(ca_file, hash)?;
                 let mut roots = RootCertStore::empty();
                 let certs: Vec<CertificateDer<'static>> =
                     CertificateDer::pem_slice_iter(text.as_bytes()).collect::<Result<_, _>>().map_err(
@@ -123,25 +118,8 @@ pub(super) fn upstream_tls(
         let mut config = match (&cert_file, &key_file) {
             (None, None) => config.with_no_client_auth(),
             (Some(cert_file), Some(key_file)) => {
-                let chain: Vec<CertificateDer<'static>> =
-                    CertificateDer::pem_slice_iter(read(cert_file)?.as_bytes())
-                        .collect::<Result<_, _>>()
-                        .map_err(|e| {
-                            format!("`cert_file` ({}) is no PEM certificate chain: {e}", cert_file.display())
-                        })?;
-                if chain.is_empty() {
-                    return Err(format!("`cert_file` ({}) holds no certificate", cert_file.display()));
-                }
-                let key = PrivateKeyDer::from_pem_slice(read(key_file)?.as_bytes())
-                    .map_err(|_| format!("`key_file` ({}) holds no private key", key_file.display()))?;
-                config.with_client_auth_cert(chain, key).map_err(|e| match e {
-                    rustls::Error::InconsistentKeys(_) => format!(
-                        "`key_file` ({}) is not the key of `cert_file` ({})",
-                        key_file.display(),
-                        cert_file.display()
-                    ),
-                    other => format!("the client certificate: {other}"),
-                })?
+                let (chain, key) = chain_and_key(cert_file, key_file, hash)?;
+                config.with_client_auth_cert(chain, key).map_err(|e| key_refused(e, cert_file, key_file))?
             }
             _ => return Err("a client certificate takes both `cert_file` and `key_file`".to_owned()),
         };
